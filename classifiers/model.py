@@ -1,0 +1,120 @@
+"""Loading fastText classifiers and scoring text with them (newline-safe).
+
+A model is a fastText supervised ``.bin``/``.ftz`` file. Models trained by ``datapipe`` have a
+sidecar ``<model>.json`` (written by :mod:`datapipe.classifiers.train`) naming the labels, the
+positive label and the text preprocessing used at training time; prediction applies the same
+preprocessing. Foreign models (Dolma's Jigsaw ``nsfw``/``toxic`` bins, CS336's ``wiki``/``cc``)
+have no sidecar: their text only has newlines replaced by spaces, which is what their authors do.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+LABEL_PREFIX = "__label__"
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+_WS_RE = re.compile(r"\s+")
+
+#: Preprocessing names stored in sidecars. ``datapipe-v1``: lower case, words and single
+#: punctuation marks as separate tokens (fastText splits on spaces only), at most ``max_tokens``.
+PREPROCESSORS = ("newlines", "datapipe-v1")
+
+
+def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> str:
+    """Text as fed to fastText: one line, never containing ``\\n`` (fastText's predict rejects it).
+
+    ``kind`` is one of :data:`PREPROCESSORS`; raises ValueError for another name.
+    """
+    if kind == "newlines":
+        return _WS_RE.sub(" ", text).strip()
+    if kind == "datapipe-v1":
+        toks = _TOKEN_RE.findall(text.lower())
+        return " ".join(toks[:max_tokens])
+    raise ValueError(f"unknown preprocessing {kind!r}; known: {PREPROCESSORS}")
+
+
+def resolve_model_path(path: str | Path) -> Path:
+    """An absolute path, a path relative to the working directory, or a file name under the
+    shipped ``classifiers/models/``. Raises FileNotFoundError naming the places looked at."""
+    p = Path(path)
+    for cand in (p, MODELS_DIR / p):
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(
+        f"fastText model {path!s} not found (looked at {p.resolve()} and {MODELS_DIR / p}). "
+        "Train one with `datapipe classifiers train ...` or point the stage's model_path at a .bin/.ftz file."
+    )
+
+
+@dataclass
+class Classifier:
+    """A loaded fastText classifier. ``score(texts)`` -> float32 P(positive label) per text."""
+
+    path: Path
+    positive_label: str
+    preprocessing: str = "newlines"
+    max_tokens: int = 1000
+    labels: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    _model: object = None
+
+    def score(self, texts: list[str | None]) -> np.ndarray:
+        """Probability of ``positive_label`` for each text, float32 in [0, 1]; NaN for None.
+
+        Shape ``(len(texts),)``. Uses ``predict(k=-1)`` so every label's probability is known.
+        """
+        out = np.full(len(texts), np.nan, dtype=np.float32)
+        idx = [i for i, t in enumerate(texts) if t is not None]
+        if not idx:
+            return out
+        lines = [preprocess(texts[i], self.preprocessing, self.max_tokens) for i in idx]
+        labels, probs = self._model.predict(lines, k=-1)
+        want = LABEL_PREFIX + self.positive_label
+        for i, labs, ps in zip(idx, labels, probs):
+            p = 0.0
+            for lab, pr in zip(labs, ps):
+                if lab == want:
+                    p = float(pr)
+                    break
+            out[i] = min(max(p, 0.0), 1.0)  # fastText's softmax can exceed 1 by 1e-5
+        return out
+
+    def predict(self, text: str) -> tuple[str, float]:
+        """(best label without prefix, its probability) for one text (CS336 ``classify_*`` shape)."""
+        labels, probs = self._model.predict(preprocess(text, self.preprocessing, self.max_tokens), k=1)
+        return labels[0].removeprefix(LABEL_PREFIX), float(min(probs[0], 1.0))
+
+
+_CACHE: dict[tuple, Classifier] = {}
+
+
+def load_classifier(path: str | Path, positive_label: str | None = None, preprocessing: str | None = None) -> Classifier:
+    """Load (once per process) a fastText model and its sidecar, if any.
+
+    ``positive_label`` / ``preprocessing`` override the sidecar; without a sidecar the positive
+    label must be given and preprocessing defaults to ``newlines``. Raises FileNotFoundError for
+    a missing model, ValueError when the positive label is not one of the model's labels.
+    """
+    import fasttext
+
+    p = resolve_model_path(path)
+    key = (str(p.resolve()), positive_label, preprocessing)
+    if key in _CACHE:
+        return _CACHE[key]
+    side = p.with_suffix(".json")
+    meta = json.loads(side.read_text()) if side.is_file() else {}
+    fasttext.FastText.eprint = lambda *a, **k: None  # silence the load-time warning on stderr
+    model = fasttext.load_model(str(p))
+    labels = [lab.removeprefix(LABEL_PREFIX) for lab in model.get_labels()]
+    pos = positive_label or meta.get("positive_label")
+    if pos is None or pos not in labels:
+        raise ValueError(f"{p}: positive label {pos!r} is not among the model's labels {labels}")
+    clf = Classifier(p, pos, preprocessing or meta.get("preprocessing", "newlines"),
+                     int(meta.get("max_tokens", 1000)), labels, meta, model)
+    _CACHE[key] = clf
+    return clf

@@ -1,0 +1,120 @@
+"""Input readers: turn an input file into document rows, each record accounted for.
+
+A reader yields ``ReadItem``s: a document row (a dict of base-schema fields plus ``payload``), or
+a record that is not a document (``rejected`` with a ``non_document:*`` reason: requests,
+metadata, non-200 responses, non-HTML content), or a record that could not be read
+(``errored`` with a ``read:*`` reason). ``record_type`` is always set so the ledger can count
+records by type. New formats register in ``READERS``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterator
+from urllib.parse import urlsplit
+
+from datapipe.io.paths import open_input
+from datapipe.io.warc import WarcRecord, iter_records
+
+HTML_TYPES = {"text/html", "application/xhtml+xml", "application/xml+xhtml"}
+
+
+@dataclass
+class ReadItem:
+    row: dict
+    status: str = "document"      # document | rejected | errored
+    reason: str | None = None
+
+
+def doc_id(key: str) -> str:
+    """Stable document id: first 16 bytes of SHA-1 of the WARC-Record-ID (or source:offset), hex."""
+    return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def host_of(url: str | None) -> str | None:
+    if not url:
+        return None
+    try:
+        h = urlsplit(url).hostname
+    except ValueError:
+        return None
+    return h.lower().rstrip(".") if h else None
+
+
+def _base_row(rec: WarcRecord, source: str) -> dict:
+    rid = rec.record_id
+    url = rec.url
+    return {
+        "id": doc_id(rid or f"{source}:{rec.offset}"),
+        "url": url, "host": host_of(url), "source": source,
+        "warc_file": os.path.basename(source.rstrip("/")),
+        "warc_record_id": rid, "warc_date": rec.headers.get("warc-date"),
+        "warc_offset": rec.offset, "record_type": rec.record_type,
+        "warnings": list(rec.warnings) or None,
+        "truncated": bool(rec.headers.get("warc-truncated")) or None,
+    }
+
+
+def warc_items(rec: WarcRecord, source: str) -> ReadItem:
+    """Classify one WARC record as a document, a non-document, or an error."""
+    row = _base_row(rec, source)
+    if rec.error:
+        return ReadItem(row, "errored", f"read:{rec.error}")
+    kind = rec.record_type
+    if kind == "conversion":  # WET: already text
+        row.update(text=rec.block.decode("utf-8", errors="replace"), payload_bytes=len(rec.block),
+                   content_type=rec.headers.get("content-type", "text/plain").split(";")[0].strip())
+        return ReadItem(row)
+    if kind != "response":
+        return ReadItem(row, "rejected", f"non_document:{kind}")
+    http = rec.http
+    if http is None:  # e.g. dns: records
+        return ReadItem(row, "rejected", "non_document:not_http")
+    row.update(http_status=http.status, content_type=http.mime_type or None, charset=http.charset,
+               payload_bytes=len(http.body))
+    if http.warnings:
+        row["warnings"] = (row["warnings"] or []) + http.warnings
+    if http.truncated:
+        row["truncated"] = True
+    if http.status != 200:
+        return ReadItem(row, "rejected", "non_document:http_status")
+    mime = http.mime_type
+    if mime not in HTML_TYPES and not (not mime and http.body.lstrip()[:200].lower().startswith((b"<!doctype html", b"<html"))):
+        return ReadItem(row, "rejected", "non_document:content_type")
+    row["payload"] = http.body
+    return ReadItem(row)
+
+
+def read_warc(path: str, storage_options: dict | None = None) -> Iterator[ReadItem]:
+    """Every record of a WARC/WET file (plain or gzip) as a ReadItem."""
+    def opener():
+        return open_input(path, storage_options)
+    for rec in iter_records(opener):
+        yield warc_items(rec, path)
+
+
+#: format name -> reader function(path, storage_options) -> Iterator[ReadItem]
+READERS: dict[str, Callable[..., Iterator[ReadItem]]] = {"warc": read_warc, "wet": read_warc}
+
+
+def detect_format(path: str) -> str:
+    """Format from the file name: ``.warc[.gz]``, ``.wet[.gz]``, ``.arc``… -> ``warc``."""
+    name = path.lower().rsplit("/", 1)[-1]
+    for suffix in (".gz", ".zst", ".zstd"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    ext = name.rsplit(".", 1)[-1] if "." in name else ""
+    if ext in ("warc", "wet", "wat"):
+        return "warc"
+    if ext in READERS:
+        return ext
+    return "warc"
+
+
+def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None) -> Iterator[ReadItem]:
+    """Read ``path`` with the reader for ``fmt`` (``auto`` = from the file name)."""
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if fmt not in READERS:
+        raise ValueError(f"unknown input format {fmt!r}; known: {', '.join(sorted(READERS))}")
+    return READERS[fmt](path, storage_options)

@@ -1,0 +1,222 @@
+"""Manifest: a YAML job description -> a validated ``Manifest`` (pydantic).
+
+A bad manifest fails before any work with ``ManifestError``, whose message names the file, the
+line and the field (``manifests/x.yaml:12: stages[1].langid.min_score: Input should be a valid
+number``); an unknown stage lists the known ones.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from datapipe.stage import Stage, registry
+
+
+class ManifestError(ValueError):
+    """The manifest cannot be used; the message says where and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Inputs(_Strict):
+    """Where records come from. ``paths`` are local paths, globs, or fsspec URLs (http(s)://, s3://).
+
+    ``crawl`` is a Common Crawl crawl id (``CC-MAIN-2026-08``) resolved through its
+    ``warc.paths.gz`` under ``base_url``; ``crawl_files`` takes the first N files of that list.
+    """
+
+    paths: list[str] = []
+    crawl: str | None = None
+    crawl_files: int = Field(1, ge=1)
+    base_url: str = "https://data.commoncrawl.org/"
+    format: str = "auto"
+    storage_options: dict[str, Any] = {}
+
+
+class Cluster(_Strict):
+    """Dask cluster. ``address`` (tcp://HOST:PORT) connects to an existing scheduler; otherwise a
+    ``LocalCluster`` with ``workers`` processes (default: one per core) of ``threads_per_worker``."""
+
+    address: str | None = None
+    workers: int | None = Field(None, ge=1)
+    threads_per_worker: int = Field(1, ge=1)
+    memory_limit: str = "auto"
+    dashboard_address: str = "127.0.0.1:8787"
+    retries: int = Field(2, ge=0)
+
+
+class Manifest(_Strict):
+    name: str = "datapipe"
+    inputs: Inputs
+    output: str
+    cluster: Cluster = Cluster()
+    batch_size: int = Field(256, ge=1)          # documents per stage call
+    shard_rows: int = Field(50_000, ge=1)       # max documents per output row group
+    stages: list[dict[str, Any]] = []
+    dedup: dict[str, Any] | None = None
+    mix: dict[str, Any] | None = None
+    tokenize: dict[str, Any] | None = None
+    source_file: str | None = None
+
+    @field_validator("stages")
+    @classmethod
+    def _one_key(cls, v):
+        for i, item in enumerate(v):
+            if not isinstance(item, dict) or len(item) != 1:
+                raise ValueError(f"stages[{i}] must be a mapping with one key, the stage name (e.g. '- langid: {{}}')")
+        return v
+
+    def build_stages(self) -> list[Stage]:
+        """Instantiate the stage chain (configs were validated at load)."""
+        reg = registry()
+        out = []
+        for item in self.stages:
+            (name, cfg), = item.items()
+            cls = reg[name]
+            out.append(cls(cls.Config(**(cfg or {}))))
+        return out
+
+    def section(self, name: str):
+        """Validated config object of an optional phase section (``dedup``/``mix``/``tokenize``), or None."""
+        raw = getattr(self, name)
+        if raw is None:
+            return None
+        return _section_class(name)(**raw)
+
+
+#: Phase sections and the pydantic class that validates each (module, attribute).
+SECTIONS = {
+    "dedup": ("datapipe.stages.dedup.config", "DedupConfig"),
+    "mix": ("datapipe.stages.mix", "MixConfig"),
+    "tokenize": ("datapipe.stages.tokenize", "TokenizeConfig"),
+}
+
+
+def _section_class(name: str):
+    mod, attr = SECTIONS[name]
+    try:
+        return getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as e:
+        raise ManifestError(f"section {name!r} is not available in this build ({e})") from e
+
+
+# ------------------------------------------------------------------ YAML with line numbers
+
+def _line_map(text: str) -> dict[tuple, int]:
+    """Map each key path (tuple of str/int) in the YAML document to its 1-based line number."""
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path):
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                p = path + (k.value,)
+                lines[p] = k.start_mark.line + 1
+                walk(v, p)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                walk(v, path + (i,))
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
+    path = tuple(loc)
+    while path and path not in lines:
+        path = path[:-1]
+    line = lines.get(path)
+    field = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+    return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
+
+
+def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
+    """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ManifestError(f"cannot read manifest {source}: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+        lines = _line_map(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark else ""
+        raise ManifestError(f"{source}{at}: not valid YAML: {getattr(e, 'problem', e)}") from e
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: a manifest is a YAML mapping with inputs, output, stages")
+    data = _expand_env(data)
+    for key, value in (overrides or {}).items():
+        _set(data, key, value)
+    data["source_file"] = source
+    try:
+        m = Manifest(**data)
+    except ValidationError as e:
+        raise ManifestError("\n".join(f"{_where(source, lines, err['loc'])}: {err['msg']}"
+                                      for err in e.errors())) from None
+    _check_stages(m, source, lines)
+    for name in SECTIONS:
+        if getattr(m, name) is not None:
+            cls = _section_class(name)
+            try:
+                cls(**getattr(m, name))
+            except ValidationError as e:
+                raise ManifestError("\n".join(f"{_where(source, lines, (name,) + tuple(err['loc']))}: {err['msg']}"
+                                              for err in e.errors())) from None
+    if not m.inputs.paths and not m.inputs.crawl:
+        raise ManifestError(f"{_where(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
+    return m
+
+
+def _check_stages(m: Manifest, source: str, lines: dict) -> None:
+    reg = registry()
+    for i, item in enumerate(m.stages):
+        (name, cfg), = item.items()
+        if name not in reg:
+            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}; "
+                                f"known stages: {', '.join(sorted(reg))}")
+        if cfg is not None and not isinstance(cfg, dict):
+            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: config must be a mapping")
+        try:
+            reg[name].Config(**(cfg or {}))
+        except ValidationError as e:
+            raise ManifestError("\n".join(
+                f"{_where(source, lines, ('stages', i, name) + tuple(err['loc']))}: {err['msg']}"
+                for err in e.errors())) from None
+
+
+def _expand_env(obj):
+    """Expand ``${VAR}`` and ``${VAR:-default}`` in string values (e.g. the shared data directory)."""
+    if isinstance(obj, dict):
+        return {k: _expand_env(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_expand_env(v) for v in obj]
+    if isinstance(obj, str) and "${" in obj:
+        import re
+
+        def sub(mt):
+            var, _, default = mt.group(1).partition(":-")
+            return os.environ.get(var, default)
+        return re.sub(r"\$\{([^}]+)\}", sub, obj)
+    return obj
+
+
+def _set(data: dict, dotted: str, value) -> None:
+    keys = dotted.split(".")
+    d = data
+    for k in keys[:-1]:
+        d = d.setdefault(k, {})
+        if not isinstance(d, dict):
+            raise ManifestError(f"cannot override {dotted}: {k} is not a mapping")
+    d[keys[-1]] = value

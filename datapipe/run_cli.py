@@ -1,0 +1,97 @@
+"""``datapipe run MANIFEST``: run a job and print its funnel."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from datapipe.ledger import Ledger, LedgerError
+
+
+def add_cli(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run a manifest (read -> extract -> langid -> filters -> dedup -> mix/tokenize)",
+        description="Run a job described by a YAML manifest on Dask. Finished input files are "
+                    "skipped on rerun (same configuration); the funnel is printed at the end and "
+                    "written to OUTPUT/ledger.json.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("manifest", help="path to the YAML manifest (e.g. manifests/cc-2026.yaml)")
+    p.add_argument("--input", action="append", metavar="PATH",
+                   help="input file, glob, directory or URL (repeatable); replaces the manifest's inputs")
+    p.add_argument("--output", help="output directory or URL; replaces the manifest's output")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="use an existing Dask scheduler")
+    p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    p.add_argument("--dashboard", metavar="HOST:PORT", help="dashboard address of the local cluster")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+
+def funnel_table(ledger: Ledger, title: str = "Funnel") -> Table:
+    t = Table(title=title)
+    for col in ("stage", "in", "kept", "rejected", "errored", "top reasons"):
+        t.add_column(col, justify="right" if col in ("in", "kept", "rejected", "errored") else "left")
+    for name, s in ledger.stages.items():
+        reasons = sorted(list(s.rejected.items()) + list(s.errored.items()), key=lambda kv: -kv[1])[:3]
+        t.add_row(name, f"{s.n_in:,}", f"{s.kept:,}", f"{s.n_rejected:,}", f"{s.n_errored:,}",
+                  ", ".join(f"{k} {v}" for k, v in reasons))
+    return t
+
+
+def cmd_run(args) -> int:
+    from datapipe.manifest import ManifestError, load_manifest
+    from datapipe.models import ModelError
+    from datapipe.io.paths import InputError
+    from datapipe import runner
+
+    err = Console(stderr=True)
+    out = Console()
+    overrides = {}
+    if args.input:
+        overrides["inputs.paths"] = args.input
+        overrides["inputs.crawl"] = None
+    if args.output:
+        overrides["output"] = args.output
+    if args.scheduler:
+        overrides["cluster.address"] = args.scheduler
+    if args.workers:
+        overrides["cluster.workers"] = args.workers
+    if args.dashboard:
+        overrides["cluster.dashboard_address"] = args.dashboard
+    try:
+        manifest = load_manifest(args.manifest, overrides)
+        inputs = runner.check_before_work(manifest)
+    except (ManifestError, ModelError, InputError) as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 2
+    out.print(f"datapipe: {len(inputs)} input file(s) -> {manifest.output}")
+    show = not args.no_progress and sys.stderr.isatty()
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[records]:,} records"), TimeElapsedColumn(),
+                        console=err, disable=not show)
+    task = progress.add_task("files", total=len(inputs), records=0)
+    counted = {"records": 0}
+
+    def on_progress(done, total, rec):
+        counted["records"] += rec["ledger"]["stages"]["read"]["in"]
+        progress.update(task, completed=done, records=counted["records"])
+        if not show:
+            skipped = " (done before, skipped)" if rec.get("skipped") else ""
+            err.print(f"  [{done}/{total}] {rec['task_id']}: {rec['ledger']['stages']['read']['in']} records{skipped}")
+
+    def on_dashboard(url):
+        out.print(f"Dask dashboard: {url}")
+
+    try:
+        with progress:
+            result = runner.run(manifest, inputs, progress=on_progress, on_dashboard=on_dashboard)
+    except LedgerError as e:
+        err.print(f"[bold red]ledger does not balance:[/] {e}")
+        return 3
+    out.print(funnel_table(result.ledger))
+    tot = result.ledger.totals()
+    out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
+              f"errored {tot['errored']:,} in {result.seconds:.1f} s; ledger: {manifest.output}/ledger.json")
+    return 0

@@ -1,0 +1,133 @@
+"""Build and run a job on Dask: phase 1 per input file, then the global phases.
+
+Phase 1 is one task per input file (retried by Dask on failure); phase 2 is global dedup
+(``dedup:`` section), phase 3 mixing + tokenization (``mix:``/``tokenize:``). Everything a run
+writes lives under the manifest's ``output`` (local directory or fsspec URL). The merged ledger
+is checked (``in == kept + rejected + errored`` at every stage) and written to ``ledger.json``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from datapipe.io.parquet import join, write_json_atomic
+from datapipe.io.paths import resolve_inputs
+from datapipe.ledger import Ledger
+from datapipe.manifest import Manifest
+from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+
+log = logging.getLogger("datapipe")
+
+
+@dataclass
+class RunResult:
+    ledger: Ledger
+    tasks: list[dict]
+    output: str
+    dashboard: str | None
+    seconds: float
+    phases: dict
+
+
+def check_before_work(manifest: Manifest) -> list[str]:
+    """Everything that can fail before work starts: stage assets (models, lists), inputs.
+
+    Returns the resolved input list. Raises ModelError / InputError / ManifestError.
+    """
+    for st in manifest.build_stages():
+        st.check()
+    for name in ("dedup", "mix", "tokenize"):
+        cfg = manifest.section(name)
+        if cfg is not None and hasattr(cfg, "check"):
+            cfg.check()
+    i = manifest.inputs
+    return resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options)
+
+
+@contextmanager
+def dask_client(manifest: Manifest, quiet: bool = False):
+    """A ``distributed.Client`` for the manifest's cluster section (LocalCluster by default)."""
+    from distributed import Client, LocalCluster
+
+    c = manifest.cluster
+    if c.address:
+        client = Client(c.address)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = c.workers or os.cpu_count() or 1
+    # Worker processes must be able to start the extraction sandbox subprocess.
+    cluster = LocalCluster(n_workers=n, threads_per_worker=c.threads_per_worker, processes=True,
+                           memory_limit=c.memory_limit, dashboard_address=c.dashboard_address,
+                           host="127.0.0.1", silence_logs=logging.ERROR)
+    client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None) -> RunResult:
+    """Run the whole job. ``progress(done, total, record)`` is called as files finish."""
+    t0 = time.time()
+    if inputs is None:
+        inputs = check_before_work(manifest)
+    so = manifest.inputs.storage_options
+    fp = chain_fingerprint(manifest.stages, {"format": manifest.inputs.format})
+    specs = [TaskSpec(task_id_for(p), p, manifest.output, manifest.stages, fp, manifest.inputs.format,
+                      manifest.batch_size, so) for p in inputs]
+    ids = [s.task_id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two inputs map to the same task id")
+    with dask_client(manifest) as client:
+        dashboard = client.dashboard_link
+        if on_dashboard:
+            on_dashboard(dashboard)
+        from distributed import as_completed
+
+        futures = [client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
+                                 retries=manifest.cluster.retries, pure=False) for s in specs]
+        records = []
+        for fut in as_completed(futures):
+            rec = fut.result()
+            records.append(rec)
+            if progress:
+                progress(len(records), len(specs), rec)
+        records.sort(key=lambda r: r["task_id"])
+        ledger = Ledger()
+        for r in records:
+            ledger.merge(Ledger.from_dict(r["ledger"]))
+        ledger.check()
+        phases = {}
+        dedup = manifest.section("dedup")
+        if dedup is not None:
+            from datapipe.stages.dedup.phase import run_dedup
+
+            phases["dedup"] = run_dedup(client, manifest.output, dedup, so)
+            _append_phase(ledger, phases["dedup"])
+        tok = manifest.section("tokenize")
+        if tok is not None:
+            from datapipe.stages.tokenize import run_mix_tokenize
+
+            phases["tokenize"] = run_mix_tokenize(client, manifest.output, manifest.section("mix"), tok, so)
+    ledger.check()
+    result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phases)
+    write_json_atomic(join(manifest.output, "ledger.json"),
+                      dict(ledger.to_dict(), tasks=len(records), seconds=round(result.seconds, 3),
+                           manifest=manifest.source_file), so)
+    return result
+
+
+def _append_phase(ledger: Ledger, phase_result) -> None:
+    """Append a global phase's per-step counts (``{"stages": {name: StageCounts dict}}``) to the ledger."""
+    stages = (phase_result or {}).get("stages", {}) if isinstance(phase_result, dict) else {}
+    for name, d in stages.items():
+        from datapipe.ledger import StageCounts
+
+        ledger.stages[name] = d if isinstance(d, StageCounts) else StageCounts.from_dict(d)

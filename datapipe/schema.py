@@ -1,0 +1,81 @@
+"""The Arrow schemas of a run, in one place.
+
+Every shard of a run (``documents/``, ``rejected/``, ``errors/``) has exactly the same schema:
+the base document fields below, then the signal fields of each stage in manifest order, then the
+decision fields. Columns a stage never reached are null, never missing.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: Provenance and text of a document. ``id`` is the hex SHA-1 (first 16 bytes) of the WARC-Record-ID
+#: (or of ``source:line`` for text inputs): stable across runs and worker counts.
+BASE_FIELDS: list[pa.Field] = [
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("url", pa.string()),
+    pa.field("host", pa.string()),
+    pa.field("source", pa.string()),          # input file/URL the record came from
+    pa.field("warc_file", pa.string()),       # base name of the input file
+    pa.field("warc_record_id", pa.string()),
+    pa.field("warc_date", pa.string()),       # ISO 8601 as written in WARC-Date
+    pa.field("warc_offset", pa.int64()),      # byte offset of the record in the (compressed) file
+    pa.field("record_type", pa.string()),     # response | conversion | resource | text
+    pa.field("http_status", pa.int32()),
+    pa.field("content_type", pa.string()),
+    pa.field("charset", pa.string()),         # charset used to decode the payload
+    pa.field("truncated", pa.bool_()),        # WARC-Truncated present, or payload shorter than HTTP Content-Length
+    pa.field("warnings", pa.list_(pa.string())),
+    pa.field("payload_bytes", pa.int64()),
+    pa.field("text", pa.string()),
+    pa.field("lang", pa.string()),
+    pa.field("lang_score", pa.float32()),
+]
+
+#: Raw payload travelling between reading and extraction only; never written.
+PAYLOAD_FIELD = pa.field("payload", pa.binary())
+
+DECISION_FIELDS: list[pa.Field] = [
+    pa.field("reject_reason", pa.string()),
+    pa.field("reject_stage", pa.string()),
+    pa.field("error_reason", pa.string()),
+    pa.field("error_stage", pa.string()),
+    pa.field("duplicate_of", pa.string()),    # id of the kept representative (dedup rejections)
+]
+
+_BASE_NAMES = {f.name for f in BASE_FIELDS} | {f.name for f in DECISION_FIELDS}
+
+
+def document_schema(stages) -> pa.Schema:
+    """Schema for a stage chain: base fields + each stage's ``fields`` (first declaration wins) + decisions.
+
+    Raises ValueError if two stages declare the same column with different types.
+    """
+    fields = list(BASE_FIELDS)
+    seen = {f.name: f for f in fields}
+    for st in stages:
+        for f in getattr(st, "fields", []):
+            if f.name in seen:
+                if seen[f.name].type != f.type:
+                    raise ValueError(f"column {f.name!r} declared as {seen[f.name].type} and {f.type}")
+                continue
+            seen[f.name] = f
+            fields.append(f)
+    for f in DECISION_FIELDS:
+        if f.name not in seen:
+            fields.append(f)
+    return pa.schema(fields)
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Return ``table`` with exactly ``schema``: missing columns as nulls, extra columns dropped, types cast."""
+    cols = []
+    n = table.num_rows
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if col.type != f.type:
+                col = col.cast(f.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(n, type=f.type))
+    return pa.Table.from_arrays(cols, schema=schema)

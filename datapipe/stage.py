@@ -1,0 +1,98 @@
+"""The stage contract and the stage registry.
+
+A stage is a class with a ``name``, a pydantic ``Config`` and ``__call__(batch) -> batch``.
+The runner hands every stage a ``pyarrow.Table`` holding only the *live* documents (not yet
+rejected or errored by an earlier stage). The stage returns a table with the same rows, in
+the same order, to which it has added its signal columns (declared in ``fields``) and,
+optionally, two decision columns:
+
+* ``reject_reason`` (string, null = keep): the document is rejected, e.g. ``gopher_quality:mean_word_length``.
+* ``error_reason`` (string, null = fine): the stage failed on this document (it is counted as errored).
+
+The runner splits kept, rejected and errored rows in one place, stamps ``reject_stage`` and keeps
+every signal column so ``datapipe inspect`` can explain decisions. Stages are stateless across
+batches except for models, which ``setup()`` loads once per worker process.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+REJECT = "reject_reason"
+ERROR = "error_reason"
+
+
+class StageConfig(BaseModel):
+    """Base class of every stage config: unknown keys are an error (typos must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Stage:
+    """Base class. Subclasses set ``name``, ``Config`` and ``fields`` and implement ``__call__``."""
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type[StageConfig]] = StageConfig
+    #: Arrow fields this stage adds to the document schema (signals). Fixed, so every shard has one schema.
+    fields: ClassVar[list[pa.Field]] = []
+
+    def __init__(self, config: StageConfig | None = None):
+        self.config = config if config is not None else self.Config()
+        self._ready = False
+
+    def setup(self) -> None:
+        """Load models/word lists. Called once per worker before the first batch. Raise on missing assets."""
+
+    def check(self) -> None:
+        """Fail fast before any work (missing model, bad word list path). Default: run ``setup``."""
+        self.ensure_setup()
+
+    def ensure_setup(self) -> None:
+        if not self._ready:
+            self.setup()
+            self._ready = True
+
+    def __call__(self, batch: pa.Table) -> pa.Table:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, type[Stage]] = {}
+
+
+def register(cls: type[Stage]) -> type[Stage]:
+    """Class decorator: make a stage available to manifests under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"stage name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Stage]]:
+    """All registered stages by name (imports the stage modules on first use)."""
+    from datapipe.stages import load_all
+
+    load_all()
+    return dict(_REGISTRY)
+
+
+def with_column(table: pa.Table, name: str, values, type_: pa.DataType) -> pa.Table:
+    """Set (add or replace) column ``name`` of ``table`` from a Python list or Arrow array."""
+    arr = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, type=type_)
+    if arr.type != type_:
+        arr = arr.cast(type_)
+    i = table.schema.get_field_index(name)
+    if i >= 0:
+        return table.set_column(i, name, arr)
+    return table.append_column(name, arr)
+
+
+def merge_reasons(table: pa.Table, reasons: list, column: str = REJECT) -> pa.Table:
+    """Add ``reasons`` (list of str|None) to ``column``, keeping a reason already set (first one wins)."""
+    if column in table.column_names:
+        old = table.column(column).to_pylist()
+        reasons = [o if o is not None else r for o, r in zip(old, reasons)]
+    return with_column(table, column, reasons, pa.string())

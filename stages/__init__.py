@@ -1,0 +1,17 @@
+"""Stage families. Each module registers its stages with ``datapipe.stage.register``."""
+import importlib
+
+#: Modules imported by ``load_all``; a new stage module is added here.
+STAGE_MODULES = [
+    "datapipe.stages.extract",
+    "datapipe.stages.langid",
+    "datapipe.stages.dedup.signatures",
+    "datapipe.stages.safety",
+    "datapipe.stages.pii",
+    "datapipe.stages.quality_classifier",
+]
+
+
+def load_all() -> None:
+    for mod in STAGE_MODULES:
+        importlib.import_module(mod)

@@ -1,0 +1,99 @@
+"""HTML -> main text with resiliparse (stage ``extract``).
+
+Input rows carry the raw HTTP body in ``payload`` (binary) and the HTTP charset in ``charset``.
+Rows whose ``record_type`` is ``conversion`` (WET) or ``text`` already have ``text`` and pass
+through. Decoding follows ``datapipe.stages.charset.decode_html``; extraction is resiliparse's
+``extract_plain_text`` (main-content mode by default, as DCLM and dolma use it). Pages that yield
+no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
+``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from resiliparse.extract.html2text import extract_plain_text
+
+from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
+from datapipe.stages.charset import decode_html
+
+
+class ExtractConfig(StageConfig):
+    main_content: bool = True        # resiliparse boilerplate removal; False = whole page (CS336 A4 golden output)
+    alt_texts: bool = False          # include <img alt> texts
+    links: bool = False              # include link targets
+    list_bullets: bool = True
+    noscript: bool = False
+    min_chars: int = 1               # fewer non-space characters -> extract:empty
+    max_payload_bytes: int = 20_000_000
+    timeout_s: float = 10.0          # per document, enforced by the sandbox
+    sandbox: bool = True             # run in a child process (crash/timeout isolation)
+
+
+def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
+                links=False, list_bullets=True, noscript=False) -> tuple[str | None, str, None]:
+    """Decode and extract one page. Returns ``(text, codec, None)``."""
+    html, codec = decode_html(payload, http_charset)
+    text = extract_plain_text(html, main_content=main_content, alt_texts=alt_texts, links=links,
+                              list_bullets=list_bullets, noscript=noscript)
+    return text, codec, None
+
+
+@register
+class Extract(Stage):
+    name = "extract"
+    Config = ExtractConfig
+    fields = []
+
+    def setup(self) -> None:
+        self._sandbox = None
+        c = self.config
+        self._opts = dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
+                          list_bullets=c.list_bullets, noscript=c.noscript)
+        if c.sandbox:
+            from datapipe.stages.extract_sandbox import Sandbox
+            self._sandbox = Sandbox(self._opts)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        n = batch.num_rows
+        kinds = batch.column("record_type").to_pylist()
+        texts = batch.column("text").to_pylist() if "text" in batch.column_names else [None] * n
+        charsets = batch.column("charset").to_pylist()
+        payloads = batch.column("payload").to_pylist() if "payload" in batch.column_names else [None] * n
+        reject: list[str | None] = [None] * n
+        error: list[str | None] = [None] * n
+        todo = []
+        for i in range(n):
+            if kinds[i] in ("conversion", "text"):
+                continue
+            p = payloads[i] or b""
+            if len(p) > self.config.max_payload_bytes:
+                reject[i] = "extract:too_large"
+            else:
+                todo.append(i)
+        items = [(payloads[i] or b"", charsets[i]) for i in todo]
+        if self._sandbox is not None:
+            results = self._sandbox.run(items, self.config.timeout_s)
+        else:
+            results = []
+            for p, cs in items:
+                try:
+                    results.append(extract_one(p, cs, **self._opts))
+                except Exception as e:  # noqa: BLE001
+                    results.append((None, None, f"extract:exception:{type(e).__name__}"))
+        for i, (text, codec, err) in zip(todo, results):
+            texts[i] = text
+            if codec:
+                charsets[i] = codec
+            error[i] = err
+        for i in range(n):
+            if reject[i] is None and error[i] is None and len((texts[i] or "").strip()) < self.config.min_chars:
+                reject[i] = "extract:empty"
+        batch = with_column(batch, "text", texts, pa.string())
+        batch = with_column(batch, "charset", charsets, pa.string())
+        batch = with_column(batch, REJECT, reject, pa.string())
+        return with_column(batch, ERROR, error, pa.string())
+
+    def __del__(self):
+        sb = getattr(self, "_sandbox", None)
+        if sb is not None:
+            sb.close()

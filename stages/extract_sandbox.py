@@ -1,0 +1,111 @@
+"""Run resiliparse extraction in a child process, one document at a time, with a time limit.
+
+Why: lexbor (under resiliparse) has crashed whole processes on some markup (case B15's
+``<svg><template>``) and a pathological page can take minutes. A crash or overrun in the child
+costs one document (errored ``extract:crash`` / ``extract:timeout``), never the Dask worker.
+The child is a plain ``subprocess`` (Dask worker processes are daemonic and may not fork
+``multiprocessing`` children). Messages are length-prefixed pickles over stdin/stdout.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import time
+
+_LEN = struct.Struct("<Q")
+
+
+def _write(fh, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    fh.write(_LEN.pack(len(data)) + data)
+    fh.flush()
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return None
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+class Sandbox:
+    """A persistent child that extracts documents; restarted after a crash or a timeout."""
+
+    def __init__(self, options: dict):
+        self.options = options
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "datapipe.stages.extract_sandbox"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        _write(self.proc.stdin, self.options)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def run(self, items: list[tuple[bytes, str | None]], timeout_s: float) -> list[tuple]:
+        """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error)`` per item."""
+        out = []
+        for payload, charset in items:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            try:
+                _write(self.proc.stdin, (payload, charset))
+                fd = self.proc.stdout.fileno()
+                deadline = time.monotonic() + timeout_s
+                head = _read_exact(fd, _LEN.size, deadline)
+                body = None if head is None else _read_exact(fd, _LEN.unpack(head)[0], deadline + 5)
+                if body is None:
+                    self.close()
+                    out.append((None, None, "extract:timeout"))
+                    continue
+                out.append(pickle.loads(body))
+            except (EOFError, BrokenPipeError, OSError):
+                self.close()
+                out.append((None, None, "extract:crash"))
+        return out
+
+
+def _serve() -> None:
+    from datapipe.stages.extract import extract_one
+
+    inp, outp = sys.stdin.buffer, sys.stdout.buffer
+
+    def read():
+        head = inp.read(_LEN.size)
+        if len(head) < _LEN.size:
+            return None
+        return pickle.loads(inp.read(_LEN.unpack(head)[0]))
+
+    options = read()
+    while True:
+        item = read()
+        if item is None:
+            return
+        try:
+            result = extract_one(item[0], item[1], **options)
+        except Exception as e:  # noqa: BLE001 - reported per document
+            result = (None, None, f"extract:exception:{type(e).__name__}")
+        _write(outp, result)
+
+
+if __name__ == "__main__":
+    _serve()

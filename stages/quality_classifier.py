@@ -1,0 +1,37 @@
+"""``quality_classifier``: a fastText "reference text vs. web text" score (DCLM / CS336 style).
+
+DCLM (Li et al. 2024) and CS336 assignment 4 keep documents that a fastText classifier finds
+similar to a high-quality reference set. The default model, ``classifiers/models/quality_wiki_cc.ftz``,
+was trained on WikiText-2 (positives, label ``wiki``) against text of real Common Crawl pages
+(negatives, label ``cc``); its MODEL_CARD.md gives data, command and held-out metrics. English only.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pyarrow as pa
+
+from datapipe.stage import StageConfig, register
+from datapipe.stages.safety import FastTextScoreStage
+
+
+@register
+class QualityClassifier(FastTextScoreStage):
+    """``quality_score`` (float32, P(``positive_label``) in [0, 1]); reject below ``threshold``.
+
+    Documents whose ``lang`` is not in ``languages`` get a null score and are kept.
+    Reason: ``quality_classifier:score``. Missing model -> FileNotFoundError at setup.
+    """
+
+    name = "quality_classifier"
+    column = "quality_score"
+    reject_above = False
+    fields: ClassVar[list[pa.Field]] = [pa.field("quality_score", pa.float32())]
+
+    class Config(StageConfig):
+        model_path: str = "quality_wiki_cc.ftz"
+        positive_label: str = "wiki"
+        #: Reject when the score is below this. 0.5 = the model's argmax (wiki vs cc); DCLM keeps
+        #: the top 10% by score instead, which a manifest can express with a higher threshold.
+        threshold: float | None = 0.5
+        languages: list[str] = ["en"]

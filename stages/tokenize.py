@@ -1,0 +1,360 @@
+"""Tokenizers for phase 3 and the token-shard format.
+
+Three tokenizer families, all loaded from local files (nothing is downloaded):
+
+* ``r50k_base`` (GPT-2, the default) and ``cl100k_base``: tiktoken ranks files from
+  ``shared_data()/tokenizers/*.tiktoken``, built into a ``tiktoken.Encoding`` with the pattern and
+  special tokens of ``tiktoken_ext.openai_public`` (tiktoken's stock loaders would download).
+  Any other ``*.tiktoken`` path uses the r50k pattern and ``<|endoftext|>`` = number of ranks.
+* ``gpt2_bpe``: the GPT-2 byte-level BPE from ``gpt2_vocab.json`` + ``gpt2_merges.txt`` as a
+  ``tokenizers`` BPE model with the ByteLevel pre-tokenizer (ids equal r50k_base's).
+* a path ending in ``.json``: a Hugging Face ``tokenizer.json`` (``tokenizers.Tokenizer``).
+
+Documents are encoded in batches as *ordinary* text: a special-token string inside a document
+("<|endoftext|>") is encoded as plain text, never as a control id, so documents cannot inject EOS.
+EOS is appended to every document and BOS prepended when configured; both ids are looked up at
+load time, so a missing token fails before any work (``TokenizerError``).
+
+Token shard rows (``TOKEN_FIELDS``): ``doc_id`` string, ``domain`` string, ``copy`` int32 (0 for
+the first repetition of a document), ``num_tokens`` int32 (incl. BOS/EOS), ``input_ids``
+list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.mix_tokenize.run_mix_tokenize``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+from pydantic import BaseModel, ConfigDict, Field
+
+from datapipe.env import shared_data
+
+
+class TokenizerError(ValueError):
+    """A tokenizer cannot be loaded or lacks a token the configuration asks for."""
+
+
+class TokenizeConfig(BaseModel):
+    """Manifest section ``tokenize:``. Unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: ``r50k_base`` (GPT-2, ids < 50,257 -> uint16), ``cl100k_base``, ``gpt2_bpe`` (vocab.json +
+    #: merges.txt), a path to a ``*.tiktoken`` ranks file, or a path to a HF ``tokenizer.json``.
+    tokenizer: str = "r50k_base"
+    #: For ``gpt2_bpe``: vocab/merges paths (default: the GPT-2 files in shared data).
+    vocab: str | None = None
+    merges: str | None = None
+    #: End-of-document token appended after every document; must exist in the tokenizer.
+    eos: str = "<|endoftext|>"
+    #: Beginning-of-document token prepended to every document (None = none); must exist if set.
+    bos: str | None = None
+    #: ``auto``: uint16 when the vocabulary (specials included) has <= 65,536 ids, else uint32.
+    dtype: Literal["auto", "uint16", "uint32"] = "auto"
+    #: Documents per encode call.
+    batch_size: int = Field(1024, ge=1)
+    #: Threads of the library's batch encode inside one Dask task (the cluster supplies the rest).
+    num_threads: int = Field(1, ge=1)
+    #: Token budget of one output shard (2^27 = 134,217,728 tokens ~ 256 MiB of uint16).
+    shard_tokens: int = Field(2**27, ge=1)
+    #: Tokens per Parquet row group inside a shard: the loader's unit of reading (memory bound).
+    row_group_tokens: int = Field(2**20, ge=1)
+    #: zstd level of the token shards.
+    compression_level: int = Field(3, ge=1, le=22)
+    #: Output folder under the run directory.
+    output: str = "tokens"
+    #: Keep ``_tokenize/`` (per-input encoded and sampled files) after the phase completes.
+    keep_intermediate: bool = False
+
+
+@dataclass
+class TextTokenizer:
+    """A loaded tokenizer. ``encode_docs`` returns flat ids + per-document lengths.
+
+    ``name``: config name; ``kind``: tiktoken | hf; ``sha256``: hash of the files it was built
+    from; ``vocab_size``: number of ids (max id + 1, specials included).
+    """
+
+    name: str
+    kind: str
+    sha256: str
+    vocab_size: int
+    eos_id: int
+    bos_id: int | None
+    eos: str
+    bos: str | None
+    dtype: np.dtype
+    num_threads: int = 1
+    _impl: object = field(default=None, repr=False)
+
+    def encode_ordinary(self, texts: list[str]) -> list[list[int]]:
+        """Ids of each text without BOS/EOS, special-token strings treated as plain text."""
+        if self.kind == "tiktoken":
+            return self._impl.encode_ordinary_batch(texts, num_threads=self.num_threads)
+        return [e.ids for e in self._impl.encode_batch(texts, add_special_tokens=False)]
+
+    def encode_docs(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Encode documents with BOS (if set) and EOS around each.
+
+        Returns ``(ids, lengths)``: ``ids`` 1-D array of ``self.dtype`` holding every document's
+        tokens back to back; ``lengths`` int64 [len(texts)] (tokens per document, BOS/EOS included).
+        """
+        seqs = self.encode_ordinary(texts)
+        extra = 1 + (self.bos_id is not None)
+        lengths = np.fromiter((len(s) + extra for s in seqs), dtype=np.int64, count=len(seqs))
+        out = np.empty(int(lengths.sum()), dtype=self.dtype)
+        pos = 0
+        for s, n in zip(seqs, lengths):
+            if self.bos_id is not None:
+                out[pos] = self.bos_id
+                out[pos + 1:pos + n - 1] = s
+            else:
+                out[pos:pos + n - 1] = s
+            out[pos + n - 1] = self.eos_id
+            pos += n
+        return out, lengths
+
+    def info(self) -> dict:
+        """JSON-able description written to ``index.json``."""
+        return {"name": self.name, "kind": self.kind, "sha256": self.sha256, "vocab_size": self.vocab_size,
+                "eos": self.eos, "eos_id": self.eos_id, "bos": self.bos, "bos_id": self.bos_id,
+                "dtype": np.dtype(self.dtype).name}
+
+
+def token_dtype(vocab_size: int, requested: str = "auto") -> np.dtype:
+    """uint16 when every id (0..vocab_size-1) fits in 16 bits, else uint32 (B29: never wrap).
+
+    Raises TokenizerError for an explicit ``uint16`` with ``vocab_size > 65536``.
+    """
+    fits16 = vocab_size <= 2**16
+    if requested == "uint16" and not fits16:
+        raise TokenizerError(f"tokenize.dtype uint16 cannot hold ids up to {vocab_size - 1}; use auto or uint32")
+    if requested == "uint32" or not fits16:
+        return np.dtype(np.uint32)
+    return np.dtype(np.uint16)
+
+
+def _files_sha256(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+_SPEC_LOCK = threading.Lock()
+
+
+def _openai_spec(name: str) -> dict:
+    """Pattern and special tokens of tiktoken's own encoding ``name`` (``tiktoken_ext.openai_public``).
+
+    Its constructors would download the ranks; the loader is stubbed during the call so only the
+    pattern and specials are read, and the ranks come from our local file.
+    """
+    from tiktoken_ext import openai_public as op
+
+    with _SPEC_LOCK:
+        saved = op.load_tiktoken_bpe
+        op.load_tiktoken_bpe = lambda *a, **k: {}
+        try:
+            return getattr(op, name)()
+        finally:
+            op.load_tiktoken_bpe = saved
+
+
+def _tiktoken(path: Path):
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(path))
+    if path.stem in ("r50k_base", "cl100k_base"):
+        spec = _openai_spec(path.stem)
+        pat, specials = spec["pat_str"], spec["special_tokens"]
+    else:  # an unknown ranks file: GPT-2 pattern, EOS right after the ranks
+        pat, specials = _openai_spec("r50k_base")["pat_str"], {"<|endoftext|>": len(ranks)}
+    return tiktoken.Encoding(name=path.stem, pat_str=pat, mergeable_ranks=ranks, special_tokens=specials)
+
+
+def resolve_files(cfg: TokenizeConfig) -> tuple[str, list[Path]]:
+    """(kind, files) for a config: kind is ``tiktoken``, ``gpt2_bpe`` or ``hf``.
+
+    Raises TokenizerError when a file is missing.
+    """
+    tok_dir = shared_data() / "tokenizers"
+    name = cfg.tokenizer
+    if name in ("r50k_base", "gpt2", "cl100k_base"):
+        files = [tok_dir / ("cl100k_base.tiktoken" if name == "cl100k_base" else "r50k_base.tiktoken")]
+        kind = "tiktoken"
+    elif name == "gpt2_bpe":
+        files = [Path(cfg.vocab or tok_dir / "gpt2_vocab.json"), Path(cfg.merges or tok_dir / "gpt2_merges.txt")]
+        kind = "gpt2_bpe"
+    elif name.endswith(".tiktoken"):
+        files, kind = [Path(name)], "tiktoken"
+    elif name.endswith(".json"):
+        files, kind = [Path(name)], "hf"
+    else:
+        raise TokenizerError(f"tokenize.tokenizer {name!r}: expected r50k_base, cl100k_base, gpt2_bpe, "
+                             "a *.tiktoken file or a tokenizer.json path")
+    for f in files:
+        if not f.is_file():
+            raise TokenizerError(f"tokenizer file not found: {f} (tokenize.tokenizer={name!r})")
+    return kind, files
+
+
+def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
+    """Load the configured tokenizer and check EOS/BOS exist (fail fast, before any work).
+
+    Raises TokenizerError: unknown name, missing file, EOS/BOS not in the vocabulary, dtype too small.
+    """
+    kind, files = resolve_files(cfg)
+    sha = _files_sha256(files)
+    if kind == "tiktoken":
+        impl = _tiktoken(files[0])
+        vocab_size = impl.n_vocab
+        specials = {t: impl.encode_single_token(t) for t in impl.special_tokens_set}
+
+        def lookup(tok):
+            return specials.get(tok)
+    else:
+        if kind == "gpt2_bpe":
+            from tokenizers import Tokenizer, decoders, pre_tokenizers
+            from tokenizers.models import BPE
+
+            # GPT-2 = byte-level pre-tokenizer (GPT-2 regex, no prefix space) + BPE over vocab/merges.
+            impl = Tokenizer(BPE.from_file(str(files[0]), str(files[1])))
+            impl.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            impl.decoder = decoders.ByteLevel()
+            if impl.token_to_id(cfg.eos) is not None:
+                impl.add_special_tokens([cfg.eos])  # mark it special so text never merges into it
+        else:
+            from tokenizers import Tokenizer
+
+            impl = Tokenizer.from_file(str(files[0]))
+        # Special-token strings inside documents are ordinary text, like tiktoken's encode_ordinary.
+        impl.encode_special_tokens = True
+        vocab_size = impl.get_vocab_size(with_added_tokens=True)
+        lookup = impl.token_to_id
+        kind = "hf"
+    eos_id = lookup(cfg.eos)
+    if eos_id is None:
+        raise TokenizerError(f"EOS token {cfg.eos!r} is not in tokenizer {cfg.tokenizer!r}; "
+                             "set tokenize.eos to one of its special tokens")
+    bos_id = None
+    if cfg.bos is not None:
+        bos_id = lookup(cfg.bos)
+        if bos_id is None:
+            raise TokenizerError(f"BOS token {cfg.bos!r} is not in tokenizer {cfg.tokenizer!r}; "
+                                 "set tokenize.bos to one of its tokens or leave it unset")
+    vocab_size = max(vocab_size, eos_id + 1, (bos_id or 0) + 1)
+    return TextTokenizer(name=cfg.tokenizer, kind=kind, sha256=sha, vocab_size=vocab_size, eos_id=eos_id,
+                         bos_id=bos_id, eos=cfg.eos, bos=cfg.bos, dtype=token_dtype(vocab_size, cfg.dtype),
+                         num_threads=cfg.num_threads, _impl=impl)
+
+
+def token_schema(dtype) -> pa.Schema:
+    """Arrow schema of a token shard for ids of numpy ``dtype`` (uint16 or uint32)."""
+    return pa.schema([
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("copy", pa.int32(), nullable=False),
+        pa.field("num_tokens", pa.int32(), nullable=False),
+        pa.field("input_ids", pa.list_(pa.from_numpy_dtype(np.dtype(dtype))), nullable=False),
+    ])
+
+
+def ids_array(ids: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
+    """Arrow list array [len(lengths)] over flat ``ids`` (type kept: uint16 stays uint16)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids))
+
+
+class AtomicParquetWriter:
+    """Streaming zstd Parquet writer to fsspec ``fs``: writes ``path.tmp-*``, renames on clean exit.
+
+    Each ``write(table)`` becomes row groups of at most ``row_group_rows`` rows, or, with
+    ``row_group_tokens``, groups cut where the running ``num_tokens`` crosses a multiple of it
+    (documents never split). No timestamps are written: equal tables give equal bytes. On an
+    exception the temporary file is removed and the target left untouched.
+    """
+
+    def __init__(self, path: str, fs, schema: pa.Schema, *, compression_level: int = 3,
+                 row_group_tokens: int | None = None, row_group_rows: int = 65536):
+        import pyarrow.parquet as pq
+
+        self.path, self.fs = path, fs
+        self.tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        self.row_group_tokens, self.row_group_rows = row_group_tokens, row_group_rows
+        self.row_group_sizes: list[int] = []  # tokens (or rows) of each group written
+        self._fh = fs.open(self.tmp, "wb")
+        self._w = pq.ParquetWriter(self._fh, schema, compression="zstd", compression_level=compression_level,
+                                   write_statistics=True)
+
+    def write(self, table: pa.Table) -> None:
+        for start, stop in _row_groups(table, self.row_group_tokens, self.row_group_rows):
+            part = table.slice(start, stop - start)
+            self._w.write_table(part, row_group_size=max(1, part.num_rows))
+            self.row_group_sizes.append(int(pa.compute.sum(part.column("num_tokens")).as_py() or 0)
+                                        if self.row_group_tokens else part.num_rows)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._w.close()
+        self._fh.close()
+        if exc_type is None:
+            self.fs.mv(self.tmp, self.path)
+        else:
+            self.fs.rm(self.tmp)
+        return False
+
+
+def _row_groups(table: pa.Table, row_group_tokens: int | None, rows: int) -> list[tuple[int, int]]:
+    n = table.num_rows
+    if n == 0:
+        return []
+    if not row_group_tokens:
+        return [(s, min(n, s + rows)) for s in range(0, n, rows)]
+    ntok = table.column("num_tokens").to_numpy()
+    starts = np.concatenate([[0], np.cumsum(ntok)[:-1]])
+    cuts = np.flatnonzero(np.diff(starts // row_group_tokens)) + 1
+    bounds = [0, *cuts.tolist(), n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def write_json_atomic(obj, path: str, fs) -> None:
+    """Write ``obj`` as sorted, indented JSON to ``path`` via a temporary name and rename."""
+    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+    with fs.open(tmp, "w") as fh:
+        fh.write(json.dumps(obj, indent=2, sort_keys=True))
+    fs.mv(tmp, path)
+
+
+def train_bpe(texts, out_path: str, *, vocab_size: int = 32000, min_frequency: int = 2,
+              special_tokens: list[str] | None = None) -> dict:
+    """Train a byte-level BPE (``tokenizers.ByteLevelBPETokenizer``) on an iterator of strings.
+
+    Writes ``tokenizer.json`` to ``out_path`` (atomic on the local disk) and returns
+    ``{"path", "vocab_size", "special_tokens"}``. ``special_tokens`` default ``["<|endoftext|>"]``.
+    """
+    from tokenizers.implementations import ByteLevelBPETokenizer
+
+    specials = special_tokens if special_tokens is not None else ["<|endoftext|>"]
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
+                            show_progress=False, special_tokens=specials)
+    out = Path(out_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
+    os.close(fd)
+    tok.save(tmp)
+    os.replace(tmp, out)
+    return {"path": str(out), "vocab_size": tok.get_vocab_size(), "special_tokens": specials}

@@ -1,0 +1,235 @@
+"""Language-aware segmentation shared by the rule-based quality stages (Gopher, C4, FineWeb).
+
+Everything works on whole Arrow columns (RE2 through ``pyarrow.compute``) so a batch of documents
+is segmented without creating a Python string per word.
+
+**Words.** Segmentation goes by *script*, so mixed text (English names in a Chinese page) is split
+correctly whatever the document's language:
+
+* Scripts written with spaces (Latin, Cyrillic, Greek, Arabic, Hebrew, Devanagari, Hangul, ...):
+  split on whitespace, then strip leading/trailing punctuation and symbols (Unicode ``P``/``S``)
+  from each token and drop tokens that become empty. ``don't``, ``U.S`` and ``3.14`` stay one word;
+  ``#``, ``...``, ``•`` and ``—`` are not words.
+* Han, Hiragana, Katakana, Bopomofo: every character is one unit. Chinese and Japanese have no
+  spaces, and a dictionary segmenter (jieba, MeCab) needs dictionaries and is 10-100x slower; a
+  character is the unit that needs neither. Rules whose thresholds assume words (mean word length,
+  short lines) are therefore skipped for these languages (see ``UNSEGMENTED``).
+* Thai, Lao, Khmer, Myanmar, Tibetan: one unit per base character with its combining marks
+  (an approximate grapheme). Same caveat as above.
+
+The document's ``lang`` decides which *rules* apply (stop words, word-length rules), not how text
+is cut. **Lines** are the text split on line breaks, stripped, blank ones dropped ("blank lines are
+not lines", Rae et al. 2021). **Paragraphs** are separated by one or more blank lines.
+**Sentences** end at ``. ! ? …`` (followed by space or end of text) or at ``。！？`` (no space
+needed); there is no abbreviation list (C4 used NLTK punkt, which needs a download).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: Languages written without spaces between words: word units are characters/graphemes there.
+UNSEGMENTED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "dz", "yue", "wuu", "gan", "lzh"})
+
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Bopomofo}"
+_SEA = r"\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Tibetan}"
+# Put spaces around every CJK character and every SE-Asian base+marks cluster.
+_UNIT = rf"([{_CJK}]|[{_SEA}]\pM*)"
+_EDGE_PUNCT = r"^[\pP\pS]+|[\pP\pS]+$"
+_BREAKS = r"\r\n|[\r\x{0b}\x{0c}\x{85}\x{2028}\x{2029}]"
+
+#: Characters that end a sentence or a "line with terminal punctuation": C4's period, exclamation
+#: and question marks and closing quotes, plus their CJK, Devanagari, Arabic and Ethiopic forms.
+TERMINAL = ".!?\"'”’»」』…。！？．।॥؟۔።"
+_TERMINAL_END = "[" + TERMINAL.replace('"', '\\"') + "]$"
+# A sentence ends at Latin-style marks followed by space/end, or at CJK full stops anywhere.
+_SENT_END = r"[.!?…।॥؟۔።]+[\"'”’»」』)]*(?:\s+|$)|[。！？．]+[」』”’)]*"
+_TRAILING_FRAGMENT = r"[\pL\pN][^.!?…。！？．।॥؟۔።]*$"
+
+
+def base_lang(lang: str | None) -> str:
+    """``'zh-Hant'`` -> ``'zh'``; None -> ``'unknown'``."""
+    if not lang:
+        return "unknown"
+    return lang.replace("_", "-").split("-")[0].lower()
+
+
+def is_unsegmented(lang: str | None) -> bool:
+    return base_lang(lang) in UNSEGMENTED
+
+
+def _as_array(texts) -> pa.Array:
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not isinstance(texts, pa.Array):
+        texts = pa.array(list(texts), type=pa.string())
+    if pa.types.is_large_string(texts.type):
+        texts = texts.cast(pa.string())
+    return pc.fill_null(texts, "")
+
+
+def normalize_breaks(texts) -> pa.Array:
+    """All line-break conventions become ``\\n``."""
+    return pc.replace_substring_regex(_as_array(texts), _BREAKS, "\n")
+
+
+def split_words(texts) -> pa.ListArray:
+    """Words of each text as a list array (one list per text), see the module docstring."""
+    spaced = pc.replace_substring_regex(_as_array(texts), _UNIT, r" \1 ")
+    tokens = pc.split_pattern_regex(spaced, r"[\s\p{Z}]+")
+    return _map_flat(tokens, lambda f: pc.replace_substring_regex(f, _EDGE_PUNCT, ""), drop_empty=True)
+
+
+def split_lines(texts) -> pa.ListArray:
+    """Non-blank, stripped lines of each text."""
+    parts = pc.split_pattern(normalize_breaks(texts), "\n")
+    return _map_flat(parts, pc.utf8_trim_whitespace, drop_empty=True)
+
+
+def split_paragraphs(texts) -> pa.ListArray:
+    """Paragraphs (text between blank lines), stripped, empty ones dropped."""
+    parts = pc.split_pattern_regex(normalize_breaks(texts), r"\n[ \t\x{a0}\x{3000}]*\n\s*")
+    return _map_flat(parts, pc.utf8_trim_whitespace, drop_empty=True)
+
+
+def count_sentences(texts) -> np.ndarray:
+    """Number of sentences per text: sentence ends plus one for an unterminated trailing fragment."""
+    arr = _as_array(texts)
+    ends = pc.count_substring_regex(arr, _SENT_END).to_numpy(zero_copy_only=False)
+    tail = pc.match_substring_regex(arr, _TRAILING_FRAGMENT).to_numpy(zero_copy_only=False)
+    return ends.astype(np.int64) + tail.astype(np.int64)
+
+
+def ends_with_terminal(strings) -> np.ndarray:
+    """Bool per string: ends with a terminal punctuation mark (``TERMINAL``)."""
+    return pc.match_substring_regex(_as_array(strings), _TERMINAL_END).to_numpy(zero_copy_only=False)
+
+
+def has_letter(strings) -> np.ndarray:
+    """Bool per string: contains at least one alphabetic character (any script)."""
+    return pc.match_substring_regex(_as_array(strings), r"\pL").to_numpy(zero_copy_only=False)
+
+
+def _map_flat(lists: pa.ListArray, fn, drop_empty: bool) -> pa.ListArray:
+    """Apply ``fn`` to the flat values of ``lists`` and (optionally) drop empty strings, keeping rows."""
+    offsets = lists.offsets.to_numpy()
+    flat = fn(lists.values.slice(offsets[0], offsets[-1] - offsets[0]))
+    offsets = offsets - offsets[0]
+    if drop_empty:
+        keep = pc.greater(pc.utf8_length(flat), 0).to_numpy(zero_copy_only=False)
+        flat = flat.filter(pa.array(keep))
+        kept_before = np.concatenate([[0], np.cumsum(keep)])
+        offsets = kept_before[offsets]
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat)
+
+
+def row_index(lists: pa.ListArray) -> np.ndarray:
+    """For each flat value of ``lists``, the index of the row it belongs to."""
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False)
+    return np.repeat(np.arange(len(lengths)), lengths)
+
+
+def lengths(lists: pa.ListArray) -> np.ndarray:
+    return pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def flat_values(lists: pa.ListArray) -> pa.Array:
+    offsets = lists.offsets.to_numpy()
+    return lists.values.slice(offsets[0], offsets[-1] - offsets[0])
+
+
+def char_lengths(strings: pa.Array) -> np.ndarray:
+    return pc.utf8_length(strings).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def words(text: str) -> list[str]:
+    """Words of one text (convenience for tests and ad-hoc use)."""
+    return split_words([text])[0].as_py()
+
+
+def lines(text: str) -> list[str]:
+    return split_lines([text])[0].as_py()
+
+
+def paragraphs(text: str) -> list[str]:
+    return split_paragraphs([text])[0].as_py()
+
+
+def per_row_sum(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """Sum ``values`` grouped by ``rows`` (row index per value) into ``n_rows`` bins."""
+    return np.bincount(rows, weights=values, minlength=n_rows)
+
+
+def duplicate_mask(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """True for every item whose (row, key) already occurred earlier in the same row.
+
+    ``keys`` are uint64 hashes or dictionary ids; items of one row must appear in order.
+    """
+    if len(keys) == 0:
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((np.arange(len(keys)), keys, rows))  # stable: first occurrence first
+    k, r = keys[order], rows[order]
+    same_as_prev = np.zeros(len(keys), dtype=bool)
+    same_as_prev[1:] = (k[1:] == k[:-1]) & (r[1:] == r[:-1])
+    out = np.empty(len(keys), dtype=bool)
+    out[order] = same_as_prev
+    return out
+
+
+def string_ids(strings: pa.Array) -> np.ndarray:
+    """An integer id per string, equal ids for equal strings (dictionary encoding over the array)."""
+    enc = pc.dictionary_encode(strings)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+# --- decision helpers shared by the rule stages -------------------------------------------------
+# A rule is (full reason string, signal column, config fields it needs, predicate(value, config) -> reject?).
+# Predicates use only comparisons and ``|`` so they work on a scalar and on a numpy array alike.
+# A null signal means "rule not applicable to this document" (e.g. its language) and never rejects;
+# a config field set to None switches the rule off.
+
+
+def first_reason(rules, signals: dict, config) -> str | None:
+    """Reason of the first rule that rejects one document's ``signals`` (column -> value), or None."""
+    for reason, column, needs, pred in rules:
+        if any(getattr(config, f) is None for f in needs):
+            continue
+        v = signals.get(column)
+        if v is None or (isinstance(v, float) and v != v):
+            continue
+        if bool(pred(v, config)):
+            return reason
+    return None
+
+
+def reasons_for_batch(rules, columns: dict, config, n: int) -> list:
+    """``first_reason`` for a whole batch: ``columns`` maps signal name -> array (NaN = null)."""
+    out = np.full(n, None, dtype=object)
+    open_ = np.ones(n, dtype=bool)
+    for reason, column, needs, pred in rules:
+        if any(getattr(config, f) is None for f in needs):
+            continue
+        v = np.asarray(columns[column], dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            hit = np.asarray(pred(v, config), dtype=bool) & ~np.isnan(v) & open_
+        out[hit] = reason
+        open_ &= ~hit
+    return out.tolist()
+
+
+def nan_where(values: np.ndarray, null: np.ndarray) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64).copy()
+    v[null] = np.nan
+    return v
+
+
+def to_arrow(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """numpy float array with NaN for null -> Arrow array of ``type_`` with nulls."""
+    v = np.asarray(values, dtype=np.float64)
+    mask = np.isnan(v)
+    if pa.types.is_integer(type_):
+        return pa.array(np.where(mask, 0, v).astype(np.int64), mask=mask).cast(type_)
+    if pa.types.is_boolean(type_):
+        return pa.array(np.where(mask, 0, v).astype(bool), mask=mask)
+    return pa.array(v, mask=mask, type=type_)
