@@ -17,11 +17,20 @@ import numpy as np
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 LABEL_PREFIX = "__label__"
-_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+# A word starts and ends with a word character and may hold * @ $ # ! . ' - inside, so that
+# obfuscated spellings ("f*ck", "sh!t") stay one token; other punctuation is its own token.
+_TOKEN_RE = re.compile(r"\w(?:[\w*@$#!.'’-]*\w)?|[^\w\s]")
 _WS_RE = re.compile(r"\s+")
+# Typographic variants folded to ASCII, so that a curly quote is not a "web page" feature
+# (WikiText is ASCII-quoted), and digits folded to 0 (numbers are sparse, uninformative tokens).
+_FOLD = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"', "”": '"', "„": '"',
+                       "–": "-", "—": "-", "‐": "-", "…": "...", "\u00a0": " ",
+                       **{str(d): "0" for d in range(1, 10)}})
 
-#: Preprocessing names stored in sidecars. ``datapipe-v1``: lower case, words and single
-#: punctuation marks as separate tokens (fastText splits on spaces only), at most ``max_tokens``.
+#: Preprocessing names stored in sidecars. ``datapipe-v1``: lower case, typographic quotes and
+#: dashes folded to ASCII, digits 1-9 -> 0, words and single punctuation marks as separate
+#: tokens (fastText splits on spaces only), at most ``max_tokens``.
+#: ``newlines``: whitespace runs (newlines included) become one space.
 PREPROCESSORS = ("newlines", "datapipe-v1")
 
 
@@ -33,7 +42,7 @@ def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> 
     if kind == "newlines":
         return _WS_RE.sub(" ", text).strip()
     if kind == "datapipe-v1":
-        toks = _TOKEN_RE.findall(text.lower())
+        toks = _TOKEN_RE.findall(text.lower().translate(_FOLD))
         return " ".join(toks[:max_tokens])
     raise ValueError(f"unknown preprocessing {kind!r}; known: {PREPROCESSORS}")
 

@@ -8,6 +8,8 @@ import sys
 #: Modules exposing ``add_cli(subparsers)``; each adds one subcommand with ``set_defaults(func=...)``.
 CLI_MODULES = [
     "datapipe.run_cli",
+    "datapipe.classifiers.cli",
+    "datapipe.tokenizer_cli",
 ]
 
 

@@ -5,6 +5,9 @@ import importlib
 STAGE_MODULES = [
     "datapipe.stages.extract",
     "datapipe.stages.langid",
+    "datapipe.stages.gopher",
+    "datapipe.stages.c4",
+    "datapipe.stages.fineweb",
     "datapipe.stages.dedup.signatures",
     "datapipe.stages.safety",
     "datapipe.stages.pii",

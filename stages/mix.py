@@ -279,7 +279,8 @@ def copies(doc_ids: list[str], rates: np.ndarray | float, seed: int) -> np.ndarr
 
 
 def shuffle_keys(doc_ids: list[str], copy_idx: np.ndarray, seed: int) -> np.ndarray:
-    """uint64 shuffle key of each (document, copy): xxh3_64 of ``id:copy`` seeded by ``seed``."""
+    """int64 shuffle key of each (document, copy): xxh3_64 of ``id:copy`` seeded by ``seed``, top 63 bits
+    (non-negative, so Parquet statistics and filters compare it as a plain signed integer)."""
     s = (int(seed) << 16) + 1
-    return np.fromiter((xxhash.xxh3_64_intdigest(f"{i}:{c}".encode(), seed=s) for i, c in zip(doc_ids, copy_idx)),
-                       dtype=np.uint64, count=len(doc_ids))
+    return np.fromiter((xxhash.xxh3_64_intdigest(f"{i}:{c}".encode(), seed=s) >> 1 for i, c in zip(doc_ids, copy_idx)),
+                       dtype=np.int64, count=len(doc_ids))

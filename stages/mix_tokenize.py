@@ -5,7 +5,7 @@ Three rounds of tasks over ``run_dir/documents/*.parquet`` (any fsspec URL):
 1. encode (one task per documents shard): assign domains, batch-encode with EOS/BOS, write
    ``_tokenize/<fp>/enc/<name>.parquet``; return docs and tokens per domain.
 2. sample (one task per shard): the planner's rates give each document's copies
-   (``mix.copies``, a seeded hash of the id); every copy gets a uint64 shuffle key; rows are written
+   (``mix.copies``, a seeded hash of the id); every copy gets an int64 shuffle key; rows are written
    sorted by key to ``_tokenize/<fp>/sampled/<name>.parquet``; the (key, tokens) columns go back.
 3. write (one task per output shard): the driver orders all keys and cuts the stream so shard ``s``
    holds the copies whose first token falls in ``[s*B, (s+1)*B)`` (B = ``shard_tokens``), i.e. a key
@@ -34,7 +34,7 @@ from datapipe.stages.tokenize import (AtomicParquetWriter, TextTokenizer, Tokeni
                                       load_tokenizer, resolve_files, token_schema, write_json_atomic)
 
 INDEX_FORMAT = "datapipe.tokens/1"
-_KEYED = [pa.field("key", pa.uint64(), nullable=False)]
+_KEYED = [pa.field("key", pa.int64(), nullable=False)]
 _CACHE: dict[str, TextTokenizer] = {}
 
 
@@ -119,7 +119,7 @@ def _sample_file(src: str, dst: str, rates: dict[str, float], seed: int, so: dic
     return t.column("key").to_numpy(), t.column("num_tokens").to_numpy().astype(np.int64), distinct
 
 
-def _write_shard(i: int, lo: int, hi: int | None, sampled: list[str], dst: str, dtype: str,
+def _write_shard(i: int, lo: int, hi: int | None, dst: str, sampled: list[str], dtype: str,
                  tok_cfg: dict, so: dict) -> dict:
     fs, dst = fsspec.core.url_to_fs(dst, **so)
     sampled = [fsspec.core.url_to_fs(p, **so)[1] for p in sampled]
@@ -203,7 +203,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
 
     keyed = client.gather(client.map(_sample_file, [url(p) for p in enc], [url(p) for p in sampled],
                                      rates=rates, seed=mix.seed, so=so, pure=False))
-    keys = np.concatenate([k[0] for k in keyed]) if keyed else np.zeros(0, np.uint64)
+    keys = np.concatenate([k[0] for k in keyed]) if keyed else np.zeros(0, np.int64)
     ntok = np.concatenate([k[1] for k in keyed]) if keyed else np.zeros(0, np.int64)
     lows = _shard_cuts(keys, ntok, tokenize.shard_tokens)
     highs = lows[1:] + [None]

@@ -175,8 +175,9 @@ def _needs_boundary(ch: str, spaced: bool) -> bool:
     return ch.isalnum() and (spaced or ch.isascii())
 
 
-def count_listed_words(text: str, auto: ahocorasick.Automaton, lang: str) -> int:
-    """Occurrences of list entries in ``text`` (case-insensitive).
+def find_listed_words(text: str, auto: ahocorasick.Automaton, lang: str) -> list[tuple[int, int, str]]:
+    """``(start, end, entry)`` of list entries in ``text.lower()`` (offsets into the lower-cased
+    text, which differ from ``text`` only where ``lower()`` changes lengths, e.g. ``İ``; may overlap).
 
     In spaced languages an entry must sit between non-alphanumeric characters (``ass`` does not
     match in ``class``); in :data:`UNSPACED_LANGS` only entry edges that are ASCII letters or
@@ -184,15 +185,20 @@ def count_listed_words(text: str, auto: ahocorasick.Automaton, lang: str) -> int
     """
     low = text.lower()
     spaced = lang not in UNSPACED_LANGS
-    n, size = 0, len(low)
+    out, size = [], len(low)
     for end, word in auto.iter(low):
         start = end - len(word) + 1
         if _needs_boundary(word[0], spaced) and start > 0 and low[start - 1].isalnum():
             continue
         if _needs_boundary(word[-1], spaced) and end + 1 < size and low[end + 1].isalnum():
             continue
-        n += 1
-    return n
+        out.append((start, end + 1, word))
+    return out
+
+
+def count_listed_words(text: str, auto: ahocorasick.Automaton, lang: str) -> int:
+    """Number of matches of :func:`find_listed_words` (the ``ldnoobw_count`` signal)."""
+    return len(find_listed_words(text, auto, lang))
 
 
 def word_count(text: str, lang: str) -> int:

@@ -161,19 +161,37 @@ def per_row_sum(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray
     return np.bincount(rows, weights=values, minlength=n_rows)
 
 
+_ROW_MIX = np.uint64(0xD6E8FEB86659FD93)
+
+
+def row_keys(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """One uint64 per (row, key) pair; distinct pairs collide with probability ~n^2/2^64."""
+    with np.errstate(over="ignore"):
+        return keys.astype(np.uint64) ^ ((rows.astype(np.uint64) + np.uint64(1)) * _ROW_MIX)
+
+
+def group_ids(keys: np.ndarray):
+    """Group equal keys: (group id per item, index of each group's first item)."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(keys)  # one-key sort; first occurrences found below, no stable sort needed
+    k = keys[order]
+    new = np.ones(len(keys), dtype=bool)
+    new[1:] = k[1:] != k[:-1]
+    starts = np.nonzero(new)[0]
+    gid = np.empty(len(keys), dtype=np.int64)
+    gid[order] = np.cumsum(new) - 1
+    return gid, np.minimum.reduceat(order, starts)
+
+
 def duplicate_mask(keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """True for every item whose (row, key) already occurred earlier in the same row.
 
-    ``keys`` are uint64 hashes or dictionary ids; items of one row must appear in order.
+    ``keys`` are uint64 hashes or dictionary ids; ``rows`` the row of each item.
     """
-    if len(keys) == 0:
-        return np.zeros(0, dtype=bool)
-    order = np.lexsort((np.arange(len(keys)), keys, rows))  # stable: first occurrence first
-    k, r = keys[order], rows[order]
-    same_as_prev = np.zeros(len(keys), dtype=bool)
-    same_as_prev[1:] = (k[1:] == k[:-1]) & (r[1:] == r[:-1])
-    out = np.empty(len(keys), dtype=bool)
-    out[order] = same_as_prev
+    gid, first = group_ids(row_keys(keys, rows))
+    out = np.ones(len(keys), dtype=bool)
+    out[first] = False
     return out
 
 

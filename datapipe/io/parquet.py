@@ -80,7 +80,7 @@ def write_json_atomic(url: str, obj, storage_options: dict | None = None) -> Non
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
     with fs.open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=True)
+        json.dump(obj, fh, indent=2)  # key order matters: stages are in chain order
     fs.mv(tmp, path)
 
 

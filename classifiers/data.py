@@ -1,0 +1,180 @@
+"""Training text for the classifiers, read from files on disk.
+
+Every reader yields ``(group, text)`` pairs: ``group`` names the source document (article,
+page, line), so that a train/held-out split never puts pieces of one document on both sides.
+
+Source kinds (``read_source`` picks one from the file name unless ``kind:`` is prefixed):
+
+* ``wikitext``: WikiText-2 token files (``= Title =`` headings, `` @-@ `` joiners, ``<unk>``):
+  articles are de-tokenised, ``<unk>`` dropped, and cut into chunks of ~``chunk_words`` words.
+* ``warc`` / ``warc-main`` / ``warc-boilerplate``: WARC(.gz) responses, text extracted with
+  resiliparse (whole page / main content / whole-page lines that are not main content),
+  optionally kept only if lid.176 says the language is one of ``langs``.
+* ``aeb``: the Scrapinghub article-extraction benchmark ``ground-truth.json`` (article bodies).
+* ``jsonl``: JSON lines with a ``text`` field (``id`` as group when present).
+* ``lines``: one document per non-empty line.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+_WT_HEADING = re.compile(r"^ ?= [^=].* = ?$")
+_WT_JOINERS = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")]
+_WT_SPACE_BEFORE = re.compile(r" ([,.;:!?)\]'](?:\s|$))")
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def chunk_words(text: str, size: int) -> list[str]:
+    """Cut ``text`` at line ends into pieces of at least ``size`` whitespace words (the last may be shorter)."""
+    out, cur, n = [], [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cur.append(line)
+        n += len(line.split())
+        if n >= size:
+            out.append("\n".join(cur))
+            cur, n = [], 0
+    if cur:
+        out.append("\n".join(cur))
+    return out
+
+
+def detokenize_wikitext(line: str) -> str:
+    """Undo WikiText's tokenisation on one line: joiners, ``<unk>``, spaces before punctuation."""
+    s = line.replace("<unk>", " ")
+    for a, b in _WT_JOINERS:
+        s = s.replace(a, b)
+    s = _WT_SPACE_BEFORE.sub(r"\1", s)
+    s = s.replace("( ", "(").replace(" n't", "n't").replace(" 's", "'s")
+    return re.sub(r" {2,}", " ", s).strip()
+
+
+def wikitext_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
+    """``(file:article_no, chunk)`` for each ~``chunk``-word piece of each WikiText article."""
+    article, paras, name = -1, [], Path(path).name
+    with _open_text(Path(path)) as f:
+        for line in f:
+            if _WT_HEADING.match(line.rstrip("\n")):
+                if paras:
+                    for piece in chunk_words("\n".join(paras), chunk):
+                        yield f"{name}:{article}", piece
+                article, paras = article + 1, []
+                continue
+            if line.strip() and not line.strip().startswith("="):
+                paras.append(detokenize_wikitext(line))
+    if paras:
+        for piece in chunk_words("\n".join(paras), chunk):
+            yield f"{name}:{article}", piece
+
+
+def warc_docs(path: Path, langs: set[str] | None = None, chunk: int = 200, part: str = "full",
+              lid_path: Path | None = None) -> Iterator[tuple[str, str]]:
+    """``(url, chunk)`` of the text of each HTTP response in a WARC file, extracted with resiliparse.
+
+    ``part``: ``full`` (whole page), ``main`` (``main_content=True``) or ``boilerplate`` (lines of
+    the whole page that are not lines of the main content: menus, footers, link lists).
+    """
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    lid = None
+    if langs:
+        import fasttext
+
+        from datapipe.env import shared_data
+
+        lid = fasttext.load_model(str(lid_path or shared_data() / "langid" / "lid.176.ftz"))
+    for rec in ArchiveIterator(str(path), record_types=WarcRecordType.response):
+        body = rec.reader.read()
+        html = bytes_to_str(body, detect_encoding(body))
+        text = extract_plain_text(html, main_content=part == "main")
+        if lid is not None:
+            (label,), _ = lid.predict(" ".join(text.split())[:2000])
+            if label.removeprefix("__label__") not in langs:
+                continue
+        if part == "boilerplate":
+            main = {ln.strip() for ln in extract_plain_text(html, main_content=True).splitlines()}
+            text = "\n".join(ln for ln in text.splitlines() if ln.strip() and ln.strip() not in main)
+        if len(text.split()) < 20:
+            continue
+        url = rec.headers.get("WARC-Target-URI") or str(rec.record_id)
+        for piece in chunk_words(text, chunk):
+            if len(piece.split()) >= 20:
+                yield url, piece
+
+
+def aeb_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
+    """``(page id, chunk)`` of the hand-checked article bodies of the Scrapinghub AEB ground truth."""
+    with _open_text(Path(path)) as f:
+        truth = json.load(f)
+    for key, rec in sorted(truth.items()):
+        for piece in chunk_words(rec.get("articleBody") or "", chunk):
+            if len(piece.split()) >= 20:
+                yield f"aeb:{key}", piece
+
+
+def jsonl_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
+    """``(id, chunk)`` for each JSON line's ``text``."""
+    with _open_text(Path(path)) as f:
+        for i, line in enumerate(f):
+            d = json.loads(line)
+            for piece in chunk_words(d.get("text") or "", chunk):
+                yield str(d.get("id", f"{path}:{i}")), piece
+
+
+def lines_docs(path: Path) -> Iterator[tuple[str, str]]:
+    """``(file:line_no, line)`` for each non-empty line."""
+    with _open_text(Path(path)) as f:
+        for i, line in enumerate(f):
+            if line.strip():
+                yield f"{Path(path).name}:{i}", line.strip()
+
+
+def source_kind(spec: str) -> tuple[str, Path]:
+    """``"kind:path"`` or a bare path whose kind is guessed from its name; returns (kind, path)."""
+    head, sep, tail = spec.partition(":")
+    if sep and head in ("wikitext", "warc", "warc-main", "warc-boilerplate", "aeb", "jsonl", "lines"):
+        return head, Path(tail)
+    p = Path(spec)
+    n = p.name.lower()
+    if ".warc" in n:
+        return "warc", p
+    if n == "ground-truth.json":
+        return "aeb", p
+    if ".jsonl" in n:
+        return "jsonl", p
+    if "wikitext" in n:
+        return "wikitext", p
+    return "lines", p
+
+
+def read_source(spec: str, langs: set[str] | None = None, chunk: int = 200) -> list[tuple[str, str]]:
+    """All ``(group, text)`` pairs of one source spec. Raises FileNotFoundError if the file is missing."""
+    kind, path = source_kind(spec)
+    if not path.is_file():
+        raise FileNotFoundError(f"training source {path} not found")
+    if kind == "wikitext":
+        return list(wikitext_docs(path, chunk))
+    if kind.startswith("warc"):
+        part = kind.partition("-")[2] or "full"
+        return list(warc_docs(path, langs, chunk, part))
+    if kind == "aeb":
+        return list(aeb_docs(path, chunk))
+    if kind == "jsonl":
+        return list(jsonl_docs(path, chunk))
+    return list(lines_docs(path))
+
+
+def sentences(text: str, min_words: int = 4) -> list[str]:
+    """Sentences/lines of ``text`` (split after ``.!?`` and at newlines) with >= ``min_words`` words."""
+    return [s.strip() for s in _SENT_SPLIT.split(text) if len(s.split()) >= min_words]

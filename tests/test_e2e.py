@@ -1,0 +1,145 @@
+"""End to end on the real WARC samples through a Dask LocalCluster: schema, ledger, resume, errors."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from datapipe.ledger import Ledger
+from datapipe.manifest import load_manifest
+from datapipe import runner
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "datapipe.cli"]
+
+
+def run_job(inputs, out, workers=2):
+    m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
+                      {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
+                       "cluster.workers": workers, "cluster.dashboard_address": "127.0.0.1:0"})
+    return runner.run(m)
+
+
+@pytest.fixture(scope="module")
+def sample_run(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    return run_job(sorted((data_dir / "warc").glob("*.gz")), out), out
+
+
+def test_every_shard_has_one_schema(sample_run):
+    _, out = sample_run
+    files = sorted(out.glob("*/*.parquet"))
+    assert {f.parent.name for f in files} == {"documents", "rejected", "errors"}
+    schemas = {pq.read_schema(f) for f in files}
+    assert len(schemas) == 1
+    names = set(next(iter(schemas)).names)
+    assert {"id", "url", "host", "warc_file", "warc_record_id", "warc_date", "content_type", "charset",
+            "text", "lang", "lang_score", "reject_reason", "reject_stage", "error_reason"} <= names
+
+
+def test_ledger_conserves_and_matches_shards(sample_run):
+    result, out = sample_run
+    led = Ledger.from_dict(json.loads((out / "ledger.json").read_text()))
+    led.check()
+    rows = {d: sum(pq.read_metadata(f).num_rows for f in (out / d).glob("*.parquet"))
+            for d in ("documents", "rejected", "errors")}
+    read = led.stages["read"]
+    non_docs = sum(v for k, v in read.rejected.items() if k.startswith("non_document:"))
+    assert rows["documents"] == led.kept
+    assert rows["errors"] == sum(s.n_errored for s in led.stages.values())
+    assert rows["rejected"] == sum(s.n_rejected for s in led.stages.values()) - non_docs
+    # CC-MAIN-2020-34 excerpt (SOURCES.md): 1 warcinfo, 17 request, 16 response, 16 metadata.
+    task = next(json.loads(p.read_text()) for p in (out / "_tasks").glob("resiliparse_CC-MAIN*.json"))
+    assert task["ledger"]["records_by_type"] == {"metadata": 16, "request": 17, "response": 16, "warcinfo": 1}
+    st = task["ledger"]["stages"]["read"]
+    assert st["in"] == 50 and st["kept"] + sum(st["rejected"].values()) + sum(st["errored"].values()) == 50
+    # realpages: 1,171 response records, all accounted for.
+    rp = next(json.loads(p.read_text()) for p in (out / "_tasks").glob("realpages*.json"))
+    assert rp["ledger"]["records_by_type"] == {"response": 1171}
+
+
+def test_clipped_file_is_an_errored_row(sample_run):
+    _, out = sample_run
+    errs = pq.read_table(out / "errors").to_pylist()
+    clipped = [e for e in errs if e["warc_file"] == "resiliparse_clipped.warc.gz"]
+    assert len(clipped) == 1 and clipped[0]["error_stage"] == "read" and "truncated" in clipped[0]["error_reason"]
+
+
+def _digest(out: Path) -> dict:
+    res = {}
+    for f in sorted(out.glob("*/*.parquet")):
+        t = pq.read_table(f)
+        res[f"{f.parent.name}/{f.name}"] = hashlib.sha256(
+            json.dumps(t.sort_by("id").to_pylist(), sort_keys=True, default=str).encode()).hexdigest()
+    return res
+
+
+def test_rerun_skips_finished_tasks(sample_run, data_dir):
+    result, out = sample_run
+    before = _digest(out)
+    again = run_job(sorted((data_dir / "warc").glob("*.gz")), out)
+    assert all(r.get("skipped") for r in again.tasks)
+    assert _digest(out) == before
+    assert again.ledger.to_dict()["stages"] == result.ledger.to_dict()["stages"]
+
+
+def test_killed_run_resumes_to_same_shards(sample_run, data_dir, tmp_path):
+    _, ref_out = sample_run
+    out = tmp_path / "killed"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = CLI + ["run", str(REPO / "manifests" / "cc-2026.yaml"), "--input", str(data_dir / "warc"),
+                 "--output", str(out), "--workers", "1", "--dashboard", "127.0.0.1:0", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / "_tasks").glob("*.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(list((out / "_tasks").glob("*.json")))
+    assert 2 <= done_before < 9, "the kill must land between tasks"
+    rc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rc.returncode == 0, rc.stderr
+    assert _digest(out) == _digest(ref_out)
+    assert not list(out.rglob("*.tmp-*"))
+
+
+def _cli(args, env=None, **kw):
+    return subprocess.run(CLI + args, capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, **(env or {})), **kw)
+
+
+def test_missing_model_stops_before_work(tmp_path, data_dir):
+    out = tmp_path / "o"
+    r = _cli(["run", "manifests/cc-2026.yaml", "--input", str(data_dir / "warc"), "--output", str(out)],
+             env={"DATAPIPE_MODELS": str(tmp_path / "nomodels")}, cwd=REPO)
+    assert r.returncode == 2 and "lid.176.ftz" in r.stderr and "make models" in r.stderr
+    assert not (out / "documents").exists()
+
+
+def test_corrupt_model_stops_before_work(tmp_path, data_dir):
+    models = tmp_path / "m"
+    models.mkdir()
+    (models / "lid.176.ftz").write_bytes(b"not a model")
+    r = _cli(["run", "manifests/cc-2026.yaml", "--input", str(data_dir / "warc"), "--output", str(tmp_path / "o")],
+             env={"DATAPIPE_MODELS": str(models)}, cwd=REPO)
+    assert r.returncode == 2 and "corrupt" in r.stderr
+
+
+def test_unreadable_input_is_a_clear_error(tmp_path):
+    out = tmp_path / "o"
+    r = _cli(["run", "manifests/cc-2026.yaml", "--input", str(tmp_path / "nope.warc.gz"), "--output", str(out)], cwd=REPO)
+    assert r.returncode == 2 and "input file not found" in r.stderr and "nope.warc.gz" in r.stderr
+    assert not (out / "documents").exists()
+
+
+def test_bad_manifest_cli(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("inputs: {paths: [x]}\noutput: o\nstages:\n  - langid: {min_score: x}\n")
+    r = _cli(["run", str(p)], cwd=REPO)
+    assert r.returncode == 2 and f"{p}:4:" in r.stderr and "min_score" in r.stderr
