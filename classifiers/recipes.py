@@ -9,7 +9,7 @@
   WikiText-2 are ``toxic`` when they contain an English LDNOOBW entry (word-boundary match), else
   ``clean``; each toxic sentence is added once more with its listed word(s) obfuscated
   (``fuck`` -> ``f*ck`` / ``fu.k`` / ``f4ck``...) so character n-grams learn such spellings; clean
-  sentences are sampled to ``neg_ratio`` times the toxic ones. The model therefore approximates
+  sentences are sampled to ``neg_ratio`` (10) times the toxic ones. The model therefore approximates
   the word list, with some generalisation; it is judged on the 101 human-labelled Jigsaw comments
   (``toxicity/jigsaw_test_examples_ibm_max.csv``), which are never trained on.
 """
@@ -30,7 +30,7 @@ TOXICITY_SOURCES = ["warc/realpages-1171.warc.gz", "cc_text/dolma_cc_en_head-009
                     "cc_text/dolma_cc_en_head-0174.jsonl.gz", "cc_text/dolma_provided_documents_000.jsonl.gz",
                     "quality/wikitext-2_valid.txt.gz"]
 JIGSAW = "toxicity/jigsaw_test_examples_ibm_max.csv"
-TOXICITY_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.5, "wordNgrams": 1, "minn": 2, "maxn": 5,
+TOXICITY_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 1, "minn": 2, "maxn": 5,
                    "minCount": 1, "bucket": 100000}
 _LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "$", "u": "*"}
 
@@ -68,7 +68,7 @@ def obfuscate(word: str, rng: random.Random) -> str:
     return word[:i] + repl + word[i + 1:]
 
 
-def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 10,
+def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 10, n_obfuscated: int = 1,
                            max_sentences_per_doc: int = 400) -> tuple[list, list]:
     """(toxic, clean) ``(group, sentence)`` lists labelled by the English LDNOOBW list (see module doc)."""
     from datapipe.stages import wordlists as wl
@@ -82,11 +82,12 @@ def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 1
                 hits = wl.find_listed_words(sent, auto, "en")
                 if hits:
                     toxic.append((group, sent))
-                    low = sent.lower()
-                    for start, end, w in reversed(hits):
-                        if low[start:end] == w:  # skip overlaps already rewritten
-                            low = low[:start] + obfuscate(w, rng) + low[end:]
-                    toxic.append((group, low))
+                    for _ in range(n_obfuscated):
+                        low = sent.lower()
+                        for start, end, w in reversed(hits):
+                            if low[start:end] == w:  # skip overlaps already rewritten
+                                low = low[:start] + obfuscate(w, rng) + low[end:]
+                        toxic.append((group, low))
                 else:
                     clean.append((group, sent))
     rng.shuffle(clean)
@@ -121,7 +122,7 @@ def train_toxicity(out: str | Path, sources: list[str] | None = None, seed: int 
     sources = _abs(sources or TOXICITY_SOURCES)
     toxic, clean = weak_toxicity_examples(sources, seed)
     meta = train_binary(toxic, clean, out, "toxic", "clean", params=TOXICITY_PARAMS, seed=seed,
-                        max_tokens=200, sources=sources,
+                        max_tokens=200, quantize_cutoff=200000, sources=sources,
                         extra_meta={"recipe": "datapipe.classifiers.recipes.train_toxicity",
                                     "labels_are": "weak: English LDNOOBW word present (+ obfuscated copies)"})
     meta["jigsaw"] = jigsaw_metrics(out)

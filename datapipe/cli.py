@@ -10,6 +10,7 @@ CLI_MODULES = [
     "datapipe.run_cli",
     "datapipe.classifiers.cli",
     "datapipe.tokenizer_cli",
+    "datapipe.inspect_cli",
 ]
 
 

@@ -89,6 +89,7 @@ class TokenShardDataset(_Base):
         self.total_tokens = sum(n for _, _, n in self._units)
         self.epoch = 0
         self._consumed: dict[int, int] = {}
+        self._worker_offset = 0
 
     # ----------------------------------------------------------------------------- layout
     def _workers(self) -> tuple[int, int]:
@@ -118,6 +119,7 @@ class TokenShardDataset(_Base):
     # ----------------------------------------------------------------------------- iteration
     def __iter__(self):
         num_workers, wid = self._workers()
+        wid = (wid + self._worker_offset) % num_workers  # see dataloader_state
         consumer = self.rank * num_workers + wid
         a, b, tail = self._range(num_workers, wid)
         skip = self._consumed.get(consumer, 0)
@@ -129,7 +131,7 @@ class TokenShardDataset(_Base):
             self._consumed[consumer] = produced
             yield torch.from_numpy(seq.astype(np.int64)) if self.output == "torch" else seq
         self.epoch += 1  # in-process use: the next iteration is the next epoch, from its start
-        self._consumed = {}
+        self._consumed, self._worker_offset = {}, 0
 
     def _stream(self, order: list[int], start: int, stop: int):
         """Sequences of seq_len+1 over tokens [start, stop) of the stream in unit ``order``."""
@@ -172,11 +174,12 @@ class TokenShardDataset(_Base):
     # ----------------------------------------------------------------------------- state
     def set_epoch(self, epoch: int) -> None:
         """Start ``epoch`` from its beginning at the next iteration."""
-        self.epoch, self._consumed = int(epoch), {}
+        self.epoch, self._consumed, self._worker_offset = int(epoch), {}, 0
 
     def state_dict(self) -> dict:
         """``{"epoch", "consumed": {consumer: sequences yielded}, ...}``: JSON-able."""
         return {"epoch": self.epoch, "consumed": {str(k): v for k, v in self._consumed.items()},
+                "worker_offset": self._worker_offset,
                 "seq_len": self.seq_len, "seed": self.seed, "world_size": self.world_size,
                 "rank": self.rank, "index_fingerprint": self.index.get("config_fingerprint")}
 
@@ -187,11 +190,16 @@ class TokenShardDataset(_Base):
                 raise ValueError(f"state has {k}={state[k]}, dataset has {getattr(self, k)}")
         self.epoch = int(state["epoch"])
         self._consumed = {int(k): int(v) for k, v in state.get("consumed", {}).items()}
+        self._worker_offset = int(state.get("worker_offset", 0))
 
     def dataloader_state(self, batches_seen: int, batch_size: int, num_workers: int) -> dict:
         """State after a ``torch.utils.data.DataLoader(self, batch_size, num_workers)`` delivered
         ``batches_seen`` batches this epoch: worker w delivered batches w, w+W, w+2W, ... while all
-        workers had data (the DataLoader's in-order round robin); exhausted workers are skipped."""
+        workers had data (the DataLoader's in-order round robin); exhausted workers are skipped.
+
+        A new DataLoader polls its worker 0 first, so the state also rotates worker roles
+        (``worker_offset``): new worker w continues old worker (w + offset) % W, and the batch after
+        ``batches_seen`` is exactly the one an uninterrupted run would have delivered next."""
         w = max(1, num_workers)
         left = [self.num_sequences(w, i) for i in range(w)]
         consumed = [0] * w
@@ -206,4 +214,5 @@ class TokenShardDataset(_Base):
             k += 1
         state = self.state_dict()
         state["consumed"] = {str(self.rank * w + i): c for i, c in enumerate(consumed) if c}
+        state["worker_offset"] = k % w
         return state

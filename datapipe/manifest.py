@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from datapipe.stage import Stage, registry
 
@@ -30,14 +30,29 @@ class Inputs(_Strict):
 
     ``crawl`` is a Common Crawl crawl id (``CC-MAIN-2026-08``) resolved through its
     ``warc.paths.gz`` under ``base_url``; ``crawl_files`` takes the first N files of that list.
+    ``format``: ``auto`` (from each file name), ``warc``, ``jsonl`` or ``parquet``. For text formats
+    ``preset`` names the field layout (``auto`` = dolma for JSONL, fineweb for Parquet; see
+    ``datapipe.io.textdocs.PRESETS``) and ``fields`` overrides single entries (text, id, url, date,
+    metadata). Plain JSONL files larger than ``split_bytes`` are read as several tasks (byte
+    ranges), Parquet files as row-group ranges of about that many compressed bytes; 0 = never split.
     """
 
     paths: list[str] = []
     crawl: str | None = None
     crawl_files: int = Field(1, ge=1)
     base_url: str = "https://data.commoncrawl.org/"
-    format: str = "auto"
+    format: Literal["auto", "warc", "wet", "jsonl", "parquet"] = "auto"
+    preset: str = "auto"
+    fields: dict[str, str | list[str] | None] = {}
+    split_bytes: int = Field(256 * 2**20, ge=0)
     storage_options: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _fields_resolve(self):
+        from datapipe.io.textdocs import resolve_fields
+
+        resolve_fields(self.preset, self.fields)  # raises ValueError naming the bad preset/key
+        return self
 
 
 class Cluster(_Strict):
@@ -63,6 +78,8 @@ class Manifest(_Strict):
     dedup: dict[str, Any] | None = None
     mix: dict[str, Any] | None = None
     tokenize: dict[str, Any] | None = None
+    #: ``parquet`` shards are always written; ``dolma_jsonl`` adds ``OUTPUT/dolma/*.jsonl.zst`` (after dedup).
+    output_formats: list[Literal["parquet", "dolma_jsonl"]] = ["parquet"]
     source_file: str | None = None
 
     @field_validator("stages")
@@ -73,11 +90,22 @@ class Manifest(_Strict):
                 raise ValueError(f"stages[{i}] must be a mapping with one key, the stage name (e.g. '- langid: {{}}')")
         return v
 
+    def effective_stages(self) -> list[dict]:
+        """The phase-1 chain as run: the manifest's stages, plus ``dedup_signatures`` (configured from
+        the ``dedup:`` section, so the two cannot drift) when dedup is on and the chain lacks it."""
+        chain = [dict(s) for s in self.stages]
+        dedup = self.section("dedup")
+        if dedup is not None and not any("dedup_signatures" in s for s in chain):
+            from datapipe.stages.dedup.signatures import stage_config
+
+            chain.append({"dedup_signatures": stage_config(dedup).model_dump()})
+        return chain
+
     def build_stages(self) -> list[Stage]:
         """Instantiate the stage chain (configs were validated at load)."""
         reg = registry()
         out = []
-        for item in self.stages:
+        for item in self.effective_stages():
             (name, cfg), = item.items()
             cls = reg[name]
             out.append(cls(cls.Config(**(cfg or {}))))

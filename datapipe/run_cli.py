@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,18 +26,21 @@ def add_cli(sub) -> None:
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="use an existing Dask scheduler")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
     p.add_argument("--dashboard", metavar="HOST:PORT", help="dashboard address of the local cluster")
+    p.add_argument("--output-format", action="append", choices=["parquet", "dolma_jsonl"], metavar="FORMAT",
+                   help="parquet (always written) or dolma_jsonl (also OUTPUT/dolma/*.jsonl.zst; repeatable); "
+                        "replaces the manifest's output_formats")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
 
 
 def funnel_table(ledger: Ledger, title: str = "Funnel") -> Table:
-    t = Table(title=title)
+    t = Table(title=title, expand=False)
     for col in ("stage", "in", "kept", "rejected", "errored", "top reasons"):
         t.add_column(col, justify="right" if col in ("in", "kept", "rejected", "errored") else "left")
     for name, s in ledger.stages.items():
         reasons = sorted(list(s.rejected.items()) + list(s.errored.items()), key=lambda kv: -kv[1])[:3]
         t.add_row(name, f"{s.n_in:,}", f"{s.kept:,}", f"{s.n_rejected:,}", f"{s.n_errored:,}",
-                  ", ".join(f"{k} {v}" for k, v in reasons))
+                  ", ".join(f"{k.split(':', 1)[-1]} {v}" for k, v in reasons))  # stage prefix is in column 1
     return t
 
 
@@ -60,6 +64,8 @@ def cmd_run(args) -> int:
         overrides["cluster.workers"] = args.workers
     if args.dashboard:
         overrides["cluster.dashboard_address"] = args.dashboard
+    if args.output_format:
+        overrides["output_formats"] = sorted(set(args.output_format) | {"parquet"})
     try:
         manifest = load_manifest(args.manifest, overrides)
         inputs = runner.check_before_work(manifest)
@@ -83,6 +89,11 @@ def cmd_run(args) -> int:
 
     def on_dashboard(url):
         out.print(f"Dask dashboard: {url}")
+        port = urlsplit(url).port or 8787
+        host = urlsplit(url).hostname if args.scheduler else "127.0.0.1"
+        # The dashboard binds where the scheduler runs; from a laptop, tunnel to that machine.
+        out.print(f"  from another machine: ssh -N -L {port}:{host}:{port} USER@{'GATEWAY' if args.scheduler else 'THIS_HOST'}"
+                  f" then open http://localhost:{port}/status", highlight=False)
 
     try:
         with progress:
@@ -94,4 +105,6 @@ def cmd_run(args) -> int:
     tot = result.ledger.totals()
     out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
               f"errored {tot['errored']:,} in {result.seconds:.1f} s; ledger: {manifest.output}/ledger.json")
+    if result.report:
+        out.print(f"report: {result.report}  (explore: datapipe inspect {manifest.output})")
     return 0

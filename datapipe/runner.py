@@ -17,7 +17,7 @@ from datapipe.io.parquet import join, write_json_atomic
 from datapipe.io.paths import resolve_inputs
 from datapipe.ledger import Ledger
 from datapipe.manifest import Manifest
-from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+from datapipe.task import chain_fingerprint, plan_specs, run_file_task
 
 log = logging.getLogger("datapipe")
 
@@ -30,6 +30,7 @@ class RunResult:
     dashboard: str | None
     seconds: float
     phases: dict
+    report: str | None = None
 
 
 def check_before_work(manifest: Manifest) -> list[str]:
@@ -79,12 +80,11 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     if inputs is None:
         inputs = check_before_work(manifest)
     so = manifest.inputs.storage_options
-    fp = chain_fingerprint(manifest.stages, {"format": manifest.inputs.format})
-    specs = [TaskSpec(task_id_for(p), p, manifest.output, manifest.stages, fp, manifest.inputs.format,
-                      manifest.batch_size, so) for p in inputs]
-    ids = [s.task_id for s in specs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("two inputs map to the same task id")
+    mi = manifest.inputs
+    stages = manifest.effective_stages()
+    fp = chain_fingerprint(stages, {"format": mi.format, "preset": mi.preset, "fields": mi.fields})
+    specs = plan_specs(inputs, manifest.output, stages, fp, mi.format, mi.preset, mi.fields,
+                       mi.split_bytes, manifest.batch_size, so)  # large text files -> several tasks
     with dask_client(manifest) as client:
         dashboard = client.dashboard_link
         if on_dashboard:
@@ -107,27 +107,32 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         phases = {}
         dedup = manifest.section("dedup")
         if dedup is not None:
-            from datapipe.stages.dedup.phase import run_dedup
+            from datapipe.stages.dedup.phase2 import run_dedup
 
-            phases["dedup"] = run_dedup(client, manifest.output, dedup, so)
-            _append_phase(ledger, phases["dedup"])
+            counts = run_dedup(client, manifest.output, dedup, so)
+            for name, c in counts.items():  # dedup_exact, dedup_lines, dedup_near: they chain
+                ledger.stages[name] = c
+            phases["dedup"] = {k: v.to_dict() for k, v in counts.items()}
+        if "dolma_jsonl" in manifest.output_formats:
+            from datapipe.io.dolma_export import export_dolma
+
+            phases["dolma_jsonl"] = export_dolma(manifest.output, manifest.name, so, client)
         tok = manifest.section("tokenize")
         if tok is not None:
-            from datapipe.stages.tokenize import run_mix_tokenize
+            from datapipe.stages.mix import MixConfig
+            from datapipe.stages.mix_tokenize import run_mix_tokenize
 
-            phases["tokenize"] = run_mix_tokenize(client, manifest.output, manifest.section("mix"), tok, so)
+            mix = manifest.section("mix") or MixConfig()
+            phases["tokenize"] = run_mix_tokenize(client, manifest.output, mix, tok, so)
     ledger.check()
     result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phases)
     write_json_atomic(join(manifest.output, "ledger.json"),
                       dict(ledger.to_dict(), tasks=len(records), seconds=round(result.seconds, 3),
-                           manifest=manifest.source_file), so)
+                           manifest=manifest.source_file, stage_configs=stages, phases=phases), so)
+    try:  # the report explains the run; failing to draw it must not fail the run
+        from datapipe.report import write_report
+
+        result.report = write_report(manifest.output, storage_options=so)
+    except Exception as e:  # noqa: BLE001
+        log.warning("run report not written: %s: %s", type(e).__name__, e)
     return result
-
-
-def _append_phase(ledger: Ledger, phase_result) -> None:
-    """Append a global phase's per-step counts (``{"stages": {name: StageCounts dict}}``) to the ledger."""
-    stages = (phase_result or {}).get("stages", {}) if isinstance(phase_result, dict) else {}
-    for name, d in stages.items():
-        from datapipe.ledger import StageCounts
-
-        ledger.stages[name] = d if isinstance(d, StageCounts) else StageCounts.from_dict(d)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: Provenance and text of a document. ``id`` is the hex SHA-1 (first 16 bytes) of the WARC-Record-ID
-#: (or of ``source:line`` for text inputs): stable across runs and worker counts.
+#: (or of ``source:offset`` for text inputs: byte offset of the JSONL line, or Parquet row index):
+#: stable across runs, worker counts and task splits. For text inputs ``warc_record_id`` holds the
+#: input's own document id and ``warc_offset`` that offset.
 BASE_FIELDS: list[pa.Field] = [
     pa.field("id", pa.string(), nullable=False),
     pa.field("url", pa.string()),
@@ -26,6 +28,7 @@ BASE_FIELDS: list[pa.Field] = [
     pa.field("truncated", pa.bool_()),        # WARC-Truncated present, or payload shorter than HTTP Content-Length
     pa.field("warnings", pa.list_(pa.string())),
     pa.field("payload_bytes", pa.int64()),
+    pa.field("metadata", pa.string()),        # text inputs: the input fields kept, as a JSON object
     pa.field("text", pa.string()),
     pa.field("lang", pa.string()),
     pa.field("lang_score", pa.float32()),

@@ -1,4 +1,4 @@
-"""Phase 1: one task per input file, run on a Dask worker.
+"""Phase 1: one task per input file (or per part of a large text file), run on a Dask worker.
 
 ``run_file_task`` reads the file, pushes batches of documents through the stage chain, splits
 kept / rejected / errored rows after every stage, and writes three shards atomically
@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.io.parquet import ShardWriter, join, read_json, write_json_atomic
-from datapipe.io.readers import ReadItem, read_input
+from datapipe.io.readers import TEXT_FORMATS, ReadItem, detect_format, read_input
 from datapipe.ledger import Ledger
 from datapipe.schema import PAYLOAD_FIELD, document_schema
 from datapipe.stage import ERROR, REJECT, Stage, registry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``metadata`` column; shards of version 1 are rewritten, not mixed
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
 
 
@@ -37,6 +37,8 @@ class TaskSpec:
     input_format: str = "auto"
     batch_size: int = 256
     storage_options: dict = field(default_factory=dict)
+    fields: dict | None = None             # resolved field mapping (text formats), see io/textdocs.py
+    part: tuple[int, int] | None = None    # byte range (JSONL) or row-group range (Parquet); None = whole file
 
 
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
@@ -53,6 +55,41 @@ def task_id_for(path: str) -> str:
             stem = stem[: -len(suffix)]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80]
     return f"{safe}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+
+
+def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: str, fmt: str = "auto",
+               preset: str = "auto", fields: dict | None = None, split_bytes: int = 0,
+               batch_size: int = 256, storage_options: dict | None = None) -> list[TaskSpec]:
+    """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable text file.
+
+    A file in ``k > 1`` parts gets task ids ``<task_id_for(path)>-p00000`` ... (deterministic for
+    the same ``split_bytes``). Raises ValueError for an unknown preset/field key or duplicate ids.
+    """
+    from datapipe.io.jsonl import byte_ranges
+    from datapipe.io.parquet_input import row_group_ranges
+    from fsspec.core import url_to_fs
+
+    from datapipe.io.textdocs import resolve_fields
+
+    so = storage_options or {}
+    specs = []
+    for p in inputs:
+        f = detect_format(p) if fmt == "auto" else fmt
+        mapping = resolve_fields(preset, fields, f) if f in TEXT_FORMATS else None
+        parts = None
+        if f == "jsonl" and split_bytes:
+            fs, lp = url_to_fs(p, **so)
+            parts = byte_ranges(p, fs.size(lp), split_bytes)
+        elif f == "parquet" and split_bytes:
+            parts = row_group_ranges(p, so, split_bytes)
+        base = task_id_for(p)
+        for k, part in enumerate(parts or [None]):
+            tid = base if part is None else f"{base}-p{k:05d}"
+            specs.append(TaskSpec(tid, p, output, stages, fingerprint, f, batch_size, so, mapping, part))
+    ids = [s.task_id for s in specs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two inputs map to the same task id")
+    return specs
 
 
 def build_chain(stages: list[dict]) -> list[Stage]:
@@ -181,7 +218,7 @@ def run_file_task(spec: TaskSpec) -> dict:
         read_rej: list[str] = []
         read_err: list[str] = []
         n_read = 0
-        for item in read_input(spec.input, spec.input_format, spec.storage_options):
+        for item in read_input(spec.input, spec.input_format, spec.storage_options, spec.fields, spec.part):
             n_read += 1
             ledger.records_by_type[item.row.get("record_type") or "unknown"] += 1
             if item.status == "document":
@@ -192,8 +229,9 @@ def run_file_task(spec: TaskSpec) -> dict:
             elif item.status == "rejected":
                 read_rej.append(item.reason)
             else:
-                read_err.append(item.reason)
-                row = dict(item.row, error_reason=item.reason, error_stage="read")
+                read_err.append(item.reason)  # the ledger counts the reason; the row also says where
+                why = f"{item.reason}: {item.detail}" if item.detail else item.reason
+                row = dict(item.row, error_reason=why, error_stage="read")
                 out.write("errors", _rows_to_table([row], schema))
         if batch:
             _run_batch(batch, chain, ledger, out, in_schema)
@@ -205,7 +243,7 @@ def run_file_task(spec: TaskSpec) -> dict:
     except BaseException:
         out.abort()
         raise
-    record = {"task_id": spec.task_id, "input": spec.input, "fingerprint": spec.fingerprint,
+    record = {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
               "files": files, "ledger": ledger.to_dict(), "seconds": round(time.perf_counter() - t0, 3)}
     write_json_atomic(marker_url, record, spec.storage_options)
     return record

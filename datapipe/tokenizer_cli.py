@@ -1,7 +1,6 @@
 """``datapipe tokenizer``: train a byte-level BPE on a run's kept documents, inspect and try tokenizers."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 

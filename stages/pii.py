@@ -18,8 +18,9 @@ Kinds and how each is found:
   numbers such as ``283-182-3829`` have unassigned area codes, so ``VALID`` would miss them), with
   the region taken from the host's country-code TLD where phonenumbers knows it, else
   ``default_region``; plus a North-American pattern (``(555) 867-5309``, ``555-867-5309``) for
-  pages whose region is not US. A match that starts with an ISO date (``2024-01-15 12``) is
-  dropped (phonenumbers accepts it even at ``VALID``; cases/B21), and so is a number that is only
+  pages whose region is not US. Dropped: a match that starts with an ISO date (``2024-01-15 12``;
+  phonenumbers accepts it even at ``VALID``; cases/B21) or is a D.M.Y date, one with fewer than 7
+  digits (``1992`` is "possible" in DE), a run of years (``1980 2000 2020``), and a number only
   possible as a local number without area code (``10 50 100`` on a results-per-page line).
 
 Overlaps are resolved email > ip > phone (an IP address is never also a phone number). Text that
@@ -53,6 +54,7 @@ _IPV6_RE = re.compile(
 )
 _VERSION_WORD_RE = re.compile(r"(?:version|release|ver|v|build|firmware|update|rev)\.?\s*$", re.I)
 _DATE_START_RE = re.compile(r"(?:1[89]|20)\d\d[-/.](?:0[1-9]|1[0-2])[-/.](?:0[1-9]|[12]\d|3[01])")
+_DMY_RE = re.compile(r"\d{1,2}[./]\d{1,2}[./](?:\d{2}|\d{4})")
 _NANP_RE = re.compile(r"(?<![\w+])(?:\+?1[-. ]?)?(?:\(\d{3}\)[-. ]?|\d{3}[-. ])\d{3}[-. ]\d{4}(?![\w-])")
 # Cheap gate: seven digits with at most three separator characters between neighbours.
 _PHONE_GATE_RE = re.compile(r"\d(?:[\s().\-/]{0,3}\d){6}")
@@ -109,7 +111,12 @@ def _phones(text: str, region: str) -> list[tuple[int, int, str]]:
         return []
     out = []
     for m in PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
-        if _DATE_START_RE.match(m.raw_string):
+        raw = m.raw_string
+        # Fewer than 7 digits ("1992" is a "possible" number in DE/AT), dates, runs of years.
+        if sum(c.isdigit() for c in raw) < 7 or _DATE_START_RE.match(raw) or _DMY_RE.fullmatch(raw):
+            continue
+        groups = re.findall(r"\d+", raw)
+        if len(groups) > 1 and all(len(g) == 4 and g[:2] in ("19", "20") for g in groups):
             continue
         # Local-only numbers (7 digits in the US) are mostly counts and ranges ("10 50 100").
         if phonenumbers.is_possible_number_with_reason(m.number) == _LOCAL_ONLY:

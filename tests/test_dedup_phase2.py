@@ -14,7 +14,7 @@ from datapipe.schema import document_schema
 from datapipe.stages.dedup import DedupConfig, run_dedup
 from datapipe.stages.dedup.minhash import shingles
 from datapipe.stages.dedup.normalize import normalize_text
-from datapipe.stages.dedup.phase2 import MARKER, load_stats
+from datapipe.stages.dedup.phase2 import load_stats
 from datapipe.stages.dedup.signatures import DedupSignatures
 from datapipe.stages.dedup.testing import write_shards
 

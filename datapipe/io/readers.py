@@ -4,7 +4,9 @@ A reader yields ``ReadItem``s: a document row (a dict of base-schema fields plus
 a record that is not a document (``rejected`` with a ``non_document:*`` reason: requests,
 metadata, non-200 responses, non-HTML content), or a record that could not be read
 (``errored`` with a ``read:*`` reason). ``record_type`` is always set so the ledger can count
-records by type. New formats register in ``READERS``.
+records by type. New formats register in ``READERS``: WARC/WET/ARC (plain, gzip, WARC-zstd),
+JSONL documents (``datapipe.io.jsonl``) and Parquet documents (``datapipe.io.parquet_input``),
+the last two with ``record_type="text"`` so the ``extract`` stage passes them through.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ HTML_TYPES = {"text/html", "application/xhtml+xml", "application/xml+xhtml"}
 class ReadItem:
     row: dict
     status: str = "document"      # document | rejected | errored
-    reason: str | None = None
+    reason: str | None = None     # ledger key, e.g. read:invalid_json
+    detail: str | None = None     # where/why for this one record (e.g. "line 17: ..."), not counted
 
 
 def doc_id(key: str) -> str:
@@ -86,35 +89,70 @@ def warc_items(rec: WarcRecord, source: str) -> ReadItem:
     return ReadItem(row)
 
 
-def read_warc(path: str, storage_options: dict | None = None) -> Iterator[ReadItem]:
-    """Every record of a WARC/WET file (plain or gzip) as a ReadItem."""
+def read_warc(path: str, storage_options: dict | None = None, fields: dict | None = None,
+              part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+    """Every record of a WARC/WET file (plain, gzip or WARC-zstd) as a ReadItem.
+
+    ``fields`` is ignored (WARC has one layout); ``part`` must be None (a WARC file is one task).
+    """
+    if part is not None:
+        raise ValueError(f"{path}: WARC files are not split into parts")
+
     def opener():
         return open_input(path, storage_options)
     for rec in iter_records(opener):
         yield warc_items(rec, path)
 
 
-#: format name -> reader function(path, storage_options) -> Iterator[ReadItem]
-READERS: dict[str, Callable[..., Iterator[ReadItem]]] = {"warc": read_warc, "wet": read_warc}
+def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | None = None,
+               part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+    """JSONL documents: see ``datapipe.io.jsonl.read_jsonl`` (imported here lazily: it imports this module)."""
+    from datapipe.io.jsonl import read_jsonl as read
+    return read(path, storage_options, fields, part)
+
+
+def read_parquet_docs(path: str, storage_options: dict | None = None, fields: dict | None = None,
+                      part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+    """Parquet documents: see ``datapipe.io.parquet_input.read_parquet_docs``."""
+    from datapipe.io.parquet_input import read_parquet_docs as read
+    return read(path, storage_options, fields, part)
+
+
+#: format name -> reader function(path, storage_options, fields=None, part=None) -> Iterator[ReadItem].
+#: ``fields``: resolved field mapping (text formats); ``part``: (start, stop) byte range or row groups.
+READERS: dict[str, Callable[..., Iterator[ReadItem]]] = {
+    "warc": read_warc, "wet": read_warc, "jsonl": read_jsonl, "parquet": read_parquet_docs}
+#: Formats whose records are already text (``record_type="text"``) and take a field mapping.
+TEXT_FORMATS = ("jsonl", "parquet")
 
 
 def detect_format(path: str) -> str:
-    """Format from the file name: ``.warc[.gz]``, ``.wet[.gz]``, ``.arc``… -> ``warc``."""
+    """Format from the file name, compression suffix (``.gz``, ``.zst``, ``.zstd``) removed.
+
+    ``.warc``, ``.wet``, ``.wat``, ``.arc`` -> ``warc``; ``.jsonl``, ``.json`` (Dolma names JSONL
+    ``*.json.gz``), ``.ndjson`` -> ``jsonl``; ``.parquet`` -> ``parquet``; anything else -> ``warc``.
+    """
     name = path.lower().rsplit("/", 1)[-1]
     for suffix in (".gz", ".zst", ".zstd"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     ext = name.rsplit(".", 1)[-1] if "." in name else ""
-    if ext in ("warc", "wet", "wat"):
+    if ext in ("warc", "wet", "wat", "arc"):
         return "warc"
+    if ext in ("jsonl", "json", "ndjson"):
+        return "jsonl"
     if ext in READERS:
         return ext
     return "warc"
 
 
-def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None) -> Iterator[ReadItem]:
-    """Read ``path`` with the reader for ``fmt`` (``auto`` = from the file name)."""
+def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None,
+               fields: dict | None = None, part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+    """Read ``path`` (or its ``part``) with the reader for ``fmt`` (``auto`` = from the file name).
+
+    Raises ValueError for an unknown format.
+    """
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt not in READERS:
         raise ValueError(f"unknown input format {fmt!r}; known: {', '.join(sorted(READERS))}")
-    return READERS[fmt](path, storage_options)
+    return READERS[fmt](path, storage_options, fields, part)

@@ -84,6 +84,7 @@ def connected_components(client, ctx: Ctx, step: str = "cc0") -> tuple[str, int]
             client.gather(client.map(labels, [ctx] * ctx.nparts, [step] * ctx.nparts, ["labels"] * ctx.nparts,
                                      parts, pure=False))
             return "labels", it + 1
-        ctx.work.rm(step) if step != "cc0" else None
+        if step != "cc0":
+            ctx.work.rm(step)
         prev, step = cur, b
     raise RuntimeError(f"connected components did not converge in {MAX_ITERATIONS} iterations")

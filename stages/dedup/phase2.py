@@ -77,7 +77,8 @@ def _plan(client, ctx: Ctx) -> dict:
         _map(client, steps.lines_map, ctx, own)
         stats["lines_over_max_count"] = sum(_map(client, steps.lines_reduce, ctx, parts))
         stats["docs_line_edited"] = sum(_map(client, steps.lines_edit, ctx, own))
-        ctx.work.rm("lines"), ctx.work.rm("badlines")
+        for step in ("lines", "badlines"):
+            ctx.work.rm(step)
     if ctx.cfg.minhash.enabled:
         stats.update(bands=ctx.bands, rows=ctx.rows)
         stats["docs_banded"] = sum(_map(client, steps.bands_map, ctx, ctx.shards))
@@ -86,7 +87,8 @@ def _plan(client, ctx: Ctx) -> dict:
         if ctx.cfg.minhash.verify_jaccard:
             _map(client, steps.verify_src, ctx, ctx.shards)
             stats["verified_pairs"] = sum(k for _, k in _map(client, steps.verify_dst, ctx, ctx.shards))
-            ctx.work.rm("cand"), ctx.work.rm("cand2")
+            for step in ("cand", "cand2"):
+                ctx.work.rm(step)
         labels_step, stats["cc_iterations"] = connected_components(client, ctx)
         _map(client, steps.comps_map, ctx, ctx.shards, labels_step)
         stats["near_cluster_sizes"] = _hist(_map(client, steps.comps_reduce, ctx, parts))

@@ -1,0 +1,264 @@
+"""Phase 1 throughput, ours and the bounds it is built on. Prints one JSON object of raw timings.
+
+    python benchmarks/bench_phase1.py --part single [--reps 3]   # run under taskset -c 0
+    python benchmarks/bench_phase1.py --part dask   [--reps 3]   # sets its own CPU affinity
+
+``single`` (one core, everything in this process except the extraction sandbox child):
+  * reading: FastWARC iteration alone and warcio alone (bounds/peers) vs our reader (``read_input``);
+  * extraction: resiliparse alone (decode + ``extract_plain_text``, the bound) vs our ``extract``
+    stage without and with the sandbox child;
+  * language ID: fastText ``predict`` alone vs our ``langid`` stage;
+  * every other registered stage (rule families, PII, signatures, safety) alone on the same
+    English texts; writes those texts to ``work/texts.jsonl`` for the datatrove peer;
+  * the whole phase 1: ``run_file_task`` on the file, the chain matched to datatrove's FineWeb
+    pipeline and our full chain.
+``dask``: the full chain through a ``LocalCluster`` on the 4-file split, with 1 worker (this
+process and its children pinned to core 0) and 2 workers (cores 0-1); the cluster is started once
+and warmed by one untimed run, so the figure is throughput, and its start-up time is reported aside.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+
+from make_input import WORK, build
+from timing import repeat
+
+BATCH = 256
+MATCHED_CHAIN = [  # datatrove's FineWeb-style filters, same thresholds
+    {"extract": {"main_content": True}},
+    {"langid": {"languages": ["en"], "min_score": 0.65}},
+    {"gopher_repetition": {}},
+    {"gopher_quality": {}},
+    {"c4": {"filter_no_terminal_punct": False, "filter_bad_words": False}},
+    {"fineweb": {}},
+]
+FULL_CHAIN = MATCHED_CHAIN[:4] + [{"c4": {}}, {"fineweb": {}}, {"pii": {}}, {"dedup_signatures": {}}]
+
+
+def _chain_stages(chain):
+    from datapipe.stage import registry
+
+    known = registry()
+    return [c for c in chain if next(iter(c)) in known], [next(iter(c)) for c in chain if next(iter(c)) not in known]
+
+
+# ---------------------------------------------------------------- reading
+
+def read_fastwarc(path: str) -> int:
+    from fastwarc.warc import ArchiveIterator
+
+    n = 0
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh, parse_http=True):
+            rec.reader.read()
+            n += 1
+    return n
+
+
+def read_warcio(path: str) -> int:
+    from warcio.archiveiterator import ArchiveIterator
+
+    n = 0
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            rec.content_stream().read()
+            n += 1
+    return n
+
+
+def read_ours(path: str) -> list:
+    from datapipe.io.readers import read_input
+
+    return list(read_input(path))
+
+
+# ---------------------------------------------------------------- stages on tables
+
+def _in_schema(chain):
+    from datapipe.schema import PAYLOAD_FIELD, document_schema
+    from datapipe.task import build_chain
+
+    return pa.schema(list(document_schema(build_chain(chain))) + [PAYLOAD_FIELD])
+
+
+def _batches(table: pa.Table) -> list[pa.Table]:
+    return [table.slice(i, BATCH) for i in range(0, table.num_rows, BATCH)]
+
+
+def _stage(name: str, cfg: dict | None = None):
+    from datapipe.task import build_chain
+
+    return build_chain([{name: cfg or {}}])[0]
+
+
+def run_stage(stage, batches: list[pa.Table]) -> list[pa.Table]:
+    return [stage(b) for b in batches]
+
+
+def extract_bound(htmls: list[str]) -> None:
+    # The floor: main-content extraction of already decoded HTML, nothing else.
+    from resiliparse.extract.html2text import extract_plain_text
+
+    for html in htmls:
+        extract_plain_text(html, main_content=True)
+
+
+def extract_detect(docs: list[bytes]) -> None:
+    # Resiliparse's own path from bytes: charset detection + decoding + extraction.
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    for payload in docs:
+        extract_plain_text(bytes_to_str(payload, detect_encoding(payload)), main_content=True)
+
+
+def langid_bound(model, texts: list[str]) -> None:
+    model.predict([t.replace("\n", " ") for t in texts], k=1)
+
+
+# ---------------------------------------------------------------- whole phase 1
+
+def phase1_once(path: str, chain: list[dict]) -> dict:
+    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+
+    out = tempfile.mkdtemp(dir=WORK)
+    try:
+        spec = TaskSpec(task_id_for(path), path, out, chain, chain_fingerprint(chain), batch_size=BATCH)
+        return run_file_task(spec)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def part_single(reps: int) -> dict:
+    meta = build()
+    path = meta["single"]["path"]
+    res: dict = {"input": meta["single"], "figures": {}, "notes": []}
+    fig = res["figures"]
+
+    n_fw = read_fastwarc(path)
+    fig["read.fastwarc"] = {"seconds": repeat(lambda: read_fastwarc(path), reps), "items": n_fw}
+    fig["read.warcio"] = {"seconds": repeat(lambda: read_warcio(path), reps), "items": read_warcio(path)}
+    items = read_ours(path)
+    fig["read.ours"] = {"seconds": repeat(lambda: read_ours(path), reps), "items": len(items)}
+
+    schema = _in_schema(MATCHED_CHAIN)
+    rows = [it.row for it in items if it.status == "document"]
+    table = pa.Table.from_pylist(rows, schema=schema)
+    batches = _batches(table)
+    from datapipe.stages.charset import decode_html
+
+    docs = [r["payload"] for r in rows]
+    htmls = [decode_html(r["payload"], r.get("charset"))[0] for r in rows]
+    fig["extract.resiliparse"] = {"seconds": repeat(lambda: extract_bound(htmls), reps), "items": len(docs)}
+    fig["extract.resiliparse_detect"] = {"seconds": repeat(lambda: extract_detect(docs), reps), "items": len(docs)}
+    no_sb = _stage("extract", {"sandbox": False})
+    fig["extract.ours_no_sandbox"] = {"seconds": repeat(lambda: run_stage(no_sb, batches), reps), "items": len(docs)}
+    sb = _stage("extract", {"sandbox": True})
+    extracted = run_stage(sb, batches)
+    fig["extract.ours"] = {"seconds": repeat(lambda: run_stage(sb, batches), reps), "items": len(docs)}
+
+    # Texts for everything downstream: what our extraction kept (non-empty), as the chain would see them.
+    ext = pa.concat_tables(extracted).filter(pa.compute.is_null(pa.concat_tables(extracted).column("reject_reason")))
+    ext = ext.drop_columns([c for c in ("reject_reason", "error_reason", "payload") if c in ext.column_names])
+    texts = ext.column("text").to_pylist()
+    lid = _stage("langid", {"languages": ["en"], "min_score": 0.65})
+    fig["langid.fasttext"] = {"seconds": repeat(lambda: langid_bound(lid._model, texts), reps), "items": len(texts)}
+    ext_batches = _batches(ext)
+    fig["langid.ours"] = {"seconds": repeat(lambda: run_stage(lid, ext_batches), reps), "items": len(texts)}
+    tagged = pa.concat_tables(run_stage(lid, ext_batches))
+    en_mask = pa.compute.is_null(tagged.column("reject_reason"))
+    en = tagged.filter(en_mask).drop_columns(["reject_reason"])
+    with open(WORK / "texts.jsonl", "w") as fh:
+        for t, keep in zip(texts, en_mask.to_pylist()):
+            fh.write(json.dumps({"text": t, "en": bool(keep)}) + "\n")
+    res["texts"] = {"extracted": len(texts), "english": en.num_rows}
+
+    from datapipe.stage import registry
+
+    en_batches = _batches(en)
+    for name in registry():
+        if name in ("extract", "langid"):
+            continue
+        try:
+            st = _stage(name)
+            run_stage(st, en_batches[:1])
+        except Exception as e:  # noqa: BLE001 - a stage without its model is skipped, with the reason
+            res["notes"].append(f"stage {name} skipped: {type(e).__name__}: {str(e)[:160]}")
+            continue
+        fig[f"stage.{name}"] = {"seconds": repeat(lambda: run_stage(st, en_batches), reps), "items": en.num_rows}
+    matched, missing = _chain_stages(MATCHED_CHAIN)
+    full, missing_full = _chain_stages(FULL_CHAIN)
+    for m in sorted(set(missing + missing_full)):
+        res["notes"].append(f"stage {m} not registered: left out of the phase-1 chain")
+    for key, chain in (("phase1.ours_matched", matched), ("phase1.ours_full", full)):
+        recs = []
+        secs = repeat(lambda: recs.append(phase1_once(path, chain)), reps)
+        stages = recs[-1]["ledger"]["stages"]
+        fig[key] = {"seconds": secs, "items": meta["single"]["records"], "chain": [next(iter(c)) for c in chain],
+                    "kept": stages[list(stages)[-1]]["kept"],
+                    "stage_seconds": {k: round(v.get("seconds", 0.0), 4) for k, v in stages.items()}}
+    return res
+
+
+# ---------------------------------------------------------------- Dask
+
+def part_dask(reps: int) -> dict:
+    import time
+
+    from datapipe.manifest import Manifest
+    from datapipe.runner import dask_client
+    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+
+    meta = build()
+    files = [f["path"] for f in meta["shards"]]
+    records = sum(f["records"] for f in meta["shards"])
+    chain, _ = _chain_stages(FULL_CHAIN)
+    res: dict = {"input": {"files": len(files), "records": records}, "figures": {}}
+    all_cpus = os.sched_getaffinity(0)
+    for workers, cpus in ((1, {min(all_cpus)}), (2, all_cpus)):
+        if workers > len(all_cpus):
+            continue
+        os.sched_setaffinity(0, cpus)  # worker processes inherit it
+        out = tempfile.mkdtemp(dir=WORK)
+        m = Manifest(inputs={"paths": files}, output=out, stages=chain,
+                     cluster={"workers": workers, "dashboard_address": "127.0.0.1:0"})
+        t0 = time.perf_counter()
+        with dask_client(m, quiet=True) as client:
+            client.wait_for_workers(workers)
+            start = time.perf_counter() - t0
+
+            def once():
+                run_out = tempfile.mkdtemp(dir=out)
+                specs = [TaskSpec(task_id_for(p), p, run_out, chain, chain_fingerprint(chain), batch_size=BATCH)
+                         for p in files]
+                client.gather([client.submit(run_file_task, s, pure=False) for s in specs])
+
+            secs = repeat(once, reps)
+        shutil.rmtree(out, ignore_errors=True)
+        res["figures"][f"phase1.dask_{workers}w"] = {"seconds": secs, "items": records, "cluster_start_s": round(start, 2),
+                                                     "cpus": sorted(cpus), "chain": [next(iter(c)) for c in chain]}
+    os.sched_setaffinity(0, all_cpus)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=["single", "dask"], required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    res = part_single(a.reps) if a.part == "single" else part_dask(a.reps)
+    json.dump(res, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()

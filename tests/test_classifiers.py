@@ -1,0 +1,105 @@
+"""fastText classifiers: shipped models, metrics helpers, training, CLI."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from datapipe.classifiers import data
+from datapipe.classifiers.model import MODELS_DIR, load_classifier, preprocess
+from datapipe.classifiers.recipes import jigsaw_metrics, obfuscate, read_jigsaw
+from datapipe.classifiers.train import auc, binary_metrics, train_binary
+from datapipe.env import shared_data
+from datapipe.stages.quality_classifier import QualityClassifier
+
+CS336 = shared_data() / "golden" / "cs336_a4"
+
+
+def test_shipped_models_small_with_cards():
+    for name in ("quality_wiki_cc", "toxicity_weak_en"):
+        model = MODELS_DIR / f"{name}.ftz"
+        assert model.stat().st_size < 2_000_000
+        meta = json.loads(model.with_suffix(".json").read_text())
+        assert meta["thread"] == 1 and meta["metrics"]["n"] > 0
+        assert (MODELS_DIR / f"{name}.MODEL_CARD.md").is_file()
+
+
+def test_cs336_quality_fixtures():
+    clf = load_classifier("quality_wiki_cc.ftz")
+    label, p = clf.predict((CS336 / "low_quality_cc.txt").read_text())
+    assert label == "cc" and p > 0
+    label, p = clf.predict((CS336 / "high_quality_wiki_reference.txt").read_text())
+    assert label == "wiki" and p > 0
+
+
+def test_quality_stage_threshold_sides():
+    texts = [(CS336 / "low_quality_cc.txt").read_text(), (CS336 / "high_quality_wiki_reference.txt").read_text(),
+             "Ceci est un texte français."]
+    batch = pa.table({"id": ["a", "b", "c"], "text": texts, "lang": ["en", "en", "fr"], "url": [None] * 3, "host": [None] * 3})
+    out = QualityClassifier()(batch)
+    s = out.column("quality_score").to_pylist()
+    assert s[0] < 0.5 < s[1] and s[2] is None
+    assert out.column("reject_reason").to_pylist() == ["quality_classifier:score", None, None]
+
+
+def test_preprocess_never_has_newlines():
+    assert "\n" not in preprocess("a\nb\r\nc")
+    assert preprocess("a\nb", "newlines") == "a b"
+    assert preprocess("“Sh1t,” it’s 2019") == "\" sh0t , \" it's 0000"
+    with pytest.raises(ValueError):
+        preprocess("x", "nope")
+
+
+def test_auc_and_metrics_hand_worked():
+    # pos scores {0.9, 0.4}, neg {0.5, 0.1}: pairs won 3 of 4 -> AUC 0.75
+    assert auc([0.9, 0.4, 0.5, 0.1], [1, 1, 0, 0]) == pytest.approx(0.75)
+    assert auc([0.5, 0.5], [1, 0]) == pytest.approx(0.5)  # a tie counts half
+    m = binary_metrics([0.9, 0.4, 0.5, 0.1], [1, 1, 0, 0])
+    # predicted positive: 0.9 (tp), 0.5 (fp); 0.4 missed -> P = 1/2, R = 1/2
+    assert (m["precision"], m["recall"], m["f1"], m["accuracy"]) == (0.5, 0.5, 0.5, 0.5)
+
+
+def test_wikitext_detokenize():
+    assert data.detokenize_wikitext("a 0 @.@ 7 kg , the <unk> lobster 's claw") == "a 0.7 kg, the lobster's claw"
+
+
+def test_obfuscate_deterministic():
+    import random
+
+    a = [obfuscate("fucking", random.Random(3)) for _ in range(2)]
+    assert a[0] == a[1] and a[0] != "fucking" and a[0][0] == "f" and len(a[0]) == 7
+
+
+def test_training_learns_and_writes_sidecar(tmp_path):
+    pos = [(f"p{i}", f"the lobster is a species of crustacean number {i} in the sea") for i in range(60)]
+    neg = [(f"n{i}", f"login register share on facebook cookie policy page {i}") for i in range(60)]
+    meta = train_binary(pos, neg, tmp_path / "m.ftz", "wiki", "cc", params={"epoch": 5, "bucket": 1000},
+                        quantize_cutoff=1000)
+    # One training per process (see train.py on fasttext-numpy2); held-out sets trivially separable.
+    assert meta["metrics"]["f1"] == 1.0 and meta["n_train"] + meta["n_heldout"] == 120
+    assert json.loads((tmp_path / "m.json").read_text())["positive_label"] == "wiki"
+
+
+def test_toxicity_model_on_jigsaw_and_obfuscations():
+    texts, y = read_jigsaw()
+    assert len(texts) == 101 and sum(y) == 13
+    m = jigsaw_metrics("toxicity_weak_en.ftz")
+    # Measured (see MODEL_CARD): model P 0.75 R 0.46 AUC 0.68; LDNOOBW-any P 0.64 R 0.54.
+    assert m["model"]["precision"] >= 0.7 and m["model"]["recall"] >= 0.4 and m["model"]["auc"] >= 0.65
+    clf = load_classifier("toxicity_weak_en.ftz")
+    s = clf.score(["what a f*ck1ng mess", "this is sh1t", "the weather is nice today"])
+    assert s[0] > 0.5 and s[1] > 0.5 and s[2] < 0.5
+
+
+def test_cli_help_and_predict(capsys, tmp_path):
+    from datapipe.cli import build_parser, main
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["classifiers", "train", "--help"])
+    assert "held-out" in capsys.readouterr().out
+    f = tmp_path / "doc.txt"
+    f.write_text((CS336 / "low_quality_cc.txt").read_text())
+    assert main(["classifiers", "predict", "--model", "quality_wiki_cc.ftz", str(f)]) == 0
+    row = json.loads(capsys.readouterr().out.strip())
+    assert row["label"] == "cc" and row["p_wiki"] < 0.5

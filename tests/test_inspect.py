@@ -1,0 +1,160 @@
+"""`datapipe inspect` on a real small run: every number checked against the ledger and pyarrow."""
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from datapipe import cli, runner
+from datapipe import inspect as I
+from datapipe.inspect_rules import what_if
+from datapipe.manifest import load_manifest
+
+REPO = Path(__file__).resolve().parent.parent
+#: gopher_quality adds rejections after langid, so what-if sees later-stage rows too.
+STAGES = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, {"gopher_quality": {}}]
+
+
+@pytest.fixture(scope="module")
+def run_dir(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("inspect-run")
+    inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
+    m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
+                      {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
+                       "cluster.workers": 1, "cluster.dashboard_address": "127.0.0.1:0", "stages": STAGES})
+    runner.run(m)
+    return out
+
+
+def _table(run_dir, kind):
+    return pq.read_table(run_dir / kind)
+
+
+def test_funnel_equals_ledger_and_shards(run_dir):
+    led = json.loads((run_dir / "ledger.json").read_text())
+    f = I.funnel(I.Run.open(str(run_dir)))
+    assert [s["stage"] for s in f["stages"]] == list(led["stages"]) == ["read", "extract", "langid", "gopher_quality"]
+    rej, err, docs = _table(run_dir, "rejected"), _table(run_dir, "errors"), _table(run_dir, "documents")
+    by_reason = Counter(zip(rej.column("reject_stage").to_pylist(), rej.column("reject_reason").to_pylist()))
+    bytes_by = Counter()
+    for r, b in zip(rej.column("reject_reason").to_pylist(), rej.column("payload_bytes").to_pylist()):
+        bytes_by[r] += b or 0
+    errs = Counter(zip(err.column("error_stage").to_pylist(), err.column("error_reason").to_pylist()))
+    for s in f["stages"]:
+        ls = led["stages"][s["stage"]]
+        assert (s["in"], s["kept"]) == (ls["in"], ls["kept"])
+        assert {r["reason"]: r["count"] for r in s["rejected"]} == ls["rejected"]
+        assert {r["reason"]: r["count"] for r in s["errored"]} == ls["errored"]
+        for r in s["rejected"]:
+            assert r["share"] == pytest.approx(r["count"] / ls["in"])
+            if not r["reason"].startswith("non_document:"):  # stored rows: pyarrow agrees
+                assert r["count"] == by_reason[(s["stage"], r["reason"])]
+                assert r["bytes"] == bytes_by[r["reason"]]
+        for r in s["errored"]:
+            assert r["count"] == errs[(s["stage"], r["reason"])]
+    assert sum(by_reason.values()) > 0 and sum(errs.values()) == 1  # the clipped file
+    assert f["kept"] == led["stages"]["gopher_quality"]["kept"] == docs.num_rows
+    assert f["records_by_type"] == led["records_by_type"]
+    langs = Counter(docs.column("lang").to_pylist())
+    assert {d["lang"]: d["docs"] for d in f["languages"]} == dict(langs.most_common(20))
+
+
+def test_cli_json_funnel_and_not_a_run(run_dir, tmp_path, capsys):
+    assert cli.main(["inspect", str(run_dir), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["totals"] == json.loads((run_dir / "ledger.json").read_text())["totals"]
+    assert cli.main(["inspect", str(tmp_path)]) == 2
+    assert "is not a datapipe run" in capsys.readouterr().err
+    assert cli.main(["inspect", str(run_dir)]) == 0  # the rich tables render
+    assert "gopher_quality" in capsys.readouterr().out
+
+
+def test_reason_sampling_is_seeded(run_dir):
+    run = I.Run.open(str(run_dir))
+    rej = _table(run_dir, "rejected")
+    reason, total = Counter(rej.column("reject_reason").to_pylist()).most_common(1)[0]
+    assert total >= 4
+    a = I.sample_reason(run, reason, n=3, seed=7)
+    b = I.sample_reason(run, reason, n=3, seed=7)
+    c = I.sample_reason(run, reason, n=3, seed=8)
+    ids = [s["id"] for s in a["samples"]]
+    assert ids == [s["id"] for s in b["samples"]] and len(set(ids)) == 3 and a["total"] == total
+    assert ids != [s["id"] for s in c["samples"]] or total == 3
+    truth = dict(zip(rej.column("id").to_pylist(), rej.column("reject_reason").to_pylist()))
+    assert all(truth[i] == reason for i in ids)
+    s = a["samples"][0]
+    row = next(r for r in rej.to_pylist() if r["id"] == s["id"])
+    assert s["text_head"] == (row["text"] or "").splitlines()[:5]
+    for col, v in s["explain"]["signals"].items():  # the deciding signals are the stored values
+        assert v == row[col]
+    assert len(I.sample_reason(run, reason, n=total + 10)["samples"]) == total
+    with pytest.raises(I.InspectError, match="no documents with reason"):
+        I.sample_reason(run, "nope:nothing")
+
+
+def test_where_equals_pyarrow_filter(run_dir):
+    run = I.Run.open(str(run_dir))
+    docs = _table(run_dir, "documents")
+    mask = pc.and_(pc.less(docs["lang_score"], 0.95), pc.equal(docs["lang"], "en"))
+    want = sorted(docs.filter(mask).column("id").to_pylist())
+    got = I.where(run, "kept", "lang_score < 0.95 and lang = 'en'", limit=10_000)
+    assert got["count"] == len(want) and [r["id"] for r in got["rows"]] == want
+    assert "text" not in got["columns"] and "lang_score" in got["columns"]
+    rej = _table(run_dir, "rejected")
+    m2 = pc.fill_null(pc.less(rej["gopher_word_count"], 50), False)
+    got2 = I.where(run, "rejected", "gopher_word_count < 50", limit=10_000)
+    assert got2["count"] == pc.sum(m2).as_py() > 0
+    assert "gopher_word_count" in got2["columns"]
+    with pytest.raises(I.InspectError, match="single quotes"):
+        I.where(run, "kept", 'lang = "en"')
+
+
+def test_what_if_langid_min_score_moves_the_independent_count(run_dir):
+    run = I.Run.open(str(run_dir))
+    docs, rej = _table(run_dir, "documents"), _table(run_dir, "rejected")
+    kept_low = pc.sum(pc.less(docs["lang_score"], 0.9)).as_py()
+    later = rej.filter(pc.equal(rej["reject_stage"], "gopher_quality"))
+    later_low = pc.sum(pc.less(later["lang_score"], 0.9)).as_py()
+    old = pc.sum(pc.equal(rej["reject_reason"], "langid:low_score")).as_py()
+    w = what_if(run, ["langid.min_score=0.9"])
+    assert kept_low > 0
+    assert w["moved"]["kept_to_rejected"] == kept_low
+    assert w["moved"]["later_rejection_to_this_stage"] == later_low
+    assert w["rejected_new"].get("langid:low_score", 0) == old + kept_low + later_low
+    assert w["reproduced"] == w["rows_reached_stage"] == docs.num_rows + old + later.num_rows
+    assert w["kept_new_min"] == docs.num_rows - kept_low
+
+
+def test_what_if_is_generic_over_stage_deciders(run_dir):
+    run = I.Run.open(str(run_dir))
+    docs, rej = _table(run_dir, "documents"), _table(run_dir, "rejected")
+    w = what_if(run, ["gopher_quality.min_words=200"])  # gopher.decide_quality, found by its Config
+    assert w["moved"]["kept_to_rejected"] == pc.sum(pc.less(docs["gopher_word_count"], 200)).as_py() > 0
+    assert w["reproduced"] == w["rows_reached_stage"]
+    wc = pc.equal(rej["reject_reason"], "gopher_quality:word_count")
+    assert w["rejected_old"].get("gopher_quality:word_count", 0) == pc.sum(wc).as_py()
+    with pytest.raises(I.InspectError, match="cannot be recomputed"):
+        what_if(run, ["extract.min_chars=5"])
+    with pytest.raises(I.InspectError, match="STAGE.PARAM=VALUE"):
+        what_if(run, ["min_score"])
+
+
+def test_doc_fate_and_raw_record(run_dir, capsys):
+    run = I.Run.open(str(run_dir))
+    row = _table(run_dir, "rejected").to_pylist()[0]
+    d = I.document(run, row["id"])
+    assert d["fate"] == dict(d["fate"], fate="rejected", stage=row["reject_stage"], reason=row["reject_reason"])
+    assert d["provenance"]["warc_record_id"] == row["warc_record_id"] and d["text"] == row["text"]
+    assert d["raw_location"] == {"file": row["source"], "offset": row["warc_offset"]}
+    kept = _table(run_dir, "documents").to_pylist()[0]
+    raw = I.raw_html(kept["source"], kept["warc_offset"])
+    assert raw["warc_record_id"] == kept["warc_record_id"] and raw["url"] == kept["url"]
+    assert "<" in raw["html"]
+    assert cli.main(["inspect", str(run_dir), "--doc", kept["id"], "--raw", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fate"] == {"fate": "kept"} and out["raw"]["warc_record_id"] == kept["warc_record_id"]
+    with pytest.raises(I.InspectError, match="no document with id"):
+        I.document(run, "0" * 32)
