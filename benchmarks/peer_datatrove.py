@@ -87,10 +87,10 @@ def run_pipeline(warc: str, config: str, work: str, limit: int = -1) -> dict:
         steps = [WarcReader(os.path.dirname(warc), glob_pattern=os.path.basename(warc), limit=limit),
                  _extractor(config), *_filters(), JsonlWriter(os.path.join(d, "out"))]
         stats = LocalPipelineExecutor(steps, tasks=1, workers=1, logging_dir=os.path.join(d, "logs")).run()
-        per_step = {s.name: {"seconds": round(s.time_stats.total, 4), "docs": s.time_stats.n,
-                             "forwarded": int(s.stats["forwarded"].total) if "forwarded" in s.stats else None}
-                    for s in stats.stats}
-        return per_step
+        # Stats come in step order; name them by class (their display names are emoji).
+        return {type(step).__name__: {"seconds": round(s.time_stats.total, 4), "docs": s.time_stats.n,
+                                      "forwarded": int(s.stats["forwarded"].total) if "forwarded" in s.stats else None}
+                for step, s in zip(steps, stats.stats)}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -126,7 +126,7 @@ def bench_stages(warc: str, texts_path: str, reps: int) -> dict:
     all_texts = [r["text"] for r in rows]
     en_texts = [r["text"] for r in rows if r.get("en")]
     for step in _filters():
-        texts = all_texts if step.name.startswith("🌍") or "Language" in type(step).__name__ else en_texts
+        texts = all_texts if type(step).__name__ == "LanguageFilter" else en_texts
         # Fresh documents per run: C4QualityFilter rewrites doc.text.
         secs = repeat(lambda: deque(step.run(iter(_docs(texts)), 0, 1), maxlen=0), reps=reps)
         out[type(step).__name__] = {"seconds": secs, "items": len(texts)}
@@ -149,7 +149,7 @@ def main() -> None:
     from loguru import logger
 
     logger.remove()  # its per-step log lines are not part of the figure
-    logger.add(sys.stderr, level="WARNING")
+    logger.add(sys.stderr, level="ERROR")
     res = {"versions": {p: version(p) for p in ("datatrove", "trafilatura", "warcio", "spacy", "resiliparse")},
            "pipelines": bench_pipelines(a.warc, [c for c in a.configs.split(",") if c], a.work, a.reps)}
     if not a.no_stages:

@@ -191,15 +191,17 @@ def what_if(run: Run, changes: list[str]) -> dict:
     for _, param, value in parsed:
         new_cfg[param] = value
     decide, old_c, new_c = decider_for(stage, old_cfg, new_cfg)
-    later = names[names.index(stage) + 1:]
+    # Rows that got past the earlier stages: everything not rejected/errored before this stage
+    # (global phases such as dedup count as later, whatever stage name they stamp).
+    earlier = ["read"] + names[:names.index(stage)]
     rows = []
     for kind in ("kept", "rejected", "errors"):
         if not run.files(kind):
             continue
         cols = [c for c in run.columns(kind) if c not in ("text", "warnings")]
-        cond = {"kept": "TRUE", "rejected": "reject_stage IN (SELECT unnest(?))",
-                "errors": "error_stage IN (SELECT unnest(?))"}[kind]
-        params = [] if kind == "kept" else [[stage] + later if kind == "rejected" else later]
+        cond = {"kept": "TRUE", "rejected": "coalesce(reject_stage, '') NOT IN (SELECT unnest(?))",
+                "errors": "coalesce(error_stage, '') NOT IN (SELECT unnest(?))"}[kind]
+        params = [] if kind == "kept" else [earlier]
         t = run.query(f"SELECT {', '.join(map(_ident, cols))} FROM {run.source(kind)} WHERE {cond}", params)
         rows += [(kind, r) for r in t.to_pylist()]
     old_counts, new_counts = {}, {}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from datapipe.stage import Stage, registry
 
@@ -47,12 +47,22 @@ class Inputs(_Strict):
     split_bytes: int = Field(256 * 2**20, ge=0)
     storage_options: dict[str, Any] = {}
 
-    @model_validator(mode="after")
-    def _fields_resolve(self):
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v):
+        from datapipe.io.textdocs import PRESETS
+
+        if v != "auto" and v not in PRESETS:
+            raise ValueError(f"unknown field preset {v!r}; known: auto, {', '.join(sorted(PRESETS))}")
+        return v
+
+    @field_validator("fields")
+    @classmethod
+    def _known_fields(cls, v):
         from datapipe.io.textdocs import resolve_fields
 
-        resolve_fields(self.preset, self.fields)  # raises ValueError naming the bad preset/key
-        return self
+        resolve_fields("dolma", v)  # raises ValueError for an unknown key or a null text field
+        return v
 
 
 class Cluster(_Strict):

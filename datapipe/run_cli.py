@@ -78,11 +78,15 @@ def cmd_run(args) -> int:
                         TextColumn("{task.fields[records]:,} records"), TimeElapsedColumn(),
                         console=err, disable=not show)
     task = progress.add_task("files", total=len(inputs), records=0)
-    counted = {"records": 0}
+    running: dict[str, int] = {}  # task id -> records read so far (final count once done)
+
+    def on_records(task_id, n):
+        running[task_id] = max(n, running.get(task_id, 0))
+        progress.update(task, records=sum(running.values()))
 
     def on_progress(done, total, rec):
-        counted["records"] += rec["ledger"]["stages"]["read"]["in"]
-        progress.update(task, completed=done, records=counted["records"])
+        running[rec["task_id"]] = rec["ledger"]["stages"]["read"]["in"]
+        progress.update(task, completed=done, records=sum(running.values()))
         if not show:
             skipped = " (done before, skipped)" if rec.get("skipped") else ""
             err.print(f"  [{done}/{total}] {rec['task_id']}: {rec['ledger']['stages']['read']['in']} records{skipped}")
@@ -97,11 +101,17 @@ def cmd_run(args) -> int:
 
     try:
         with progress:
-            result = runner.run(manifest, inputs, progress=on_progress, on_dashboard=on_dashboard)
+            result = runner.run(manifest, inputs, progress=on_progress, on_dashboard=on_dashboard,
+                                on_records=on_records if show else None)
     except LedgerError as e:
         err.print(f"[bold red]ledger does not balance:[/] {e}")
         return 3
     out.print(funnel_table(result.ledger))
+    tok = result.phases.get("tokenize")
+    if tok:
+        per = ", ".join(f"{d} {n:,}" for d, n in sorted(tok.get("tokens_per_domain", {}).items()))
+        out.print(f"tokens: {tok.get('tokens', 0):,} ({tok.get('dtype')}) in {tok.get('shards')} shard(s) "
+                  f"under {manifest.output}/tokens; per domain: {per}")
     tot = result.ledger.totals()
     out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
               f"errored {tot['errored']:,} in {result.seconds:.1f} s; ledger: {manifest.output}/ledger.json")

@@ -17,7 +17,7 @@ from datapipe.io.parquet import join, write_json_atomic
 from datapipe.io.paths import resolve_inputs
 from datapipe.ledger import Ledger
 from datapipe.manifest import Manifest
-from datapipe.task import chain_fingerprint, plan_specs, run_file_task
+from datapipe.task import PROGRESS_TOPIC, chain_fingerprint, plan_specs, run_file_task
 
 log = logging.getLogger("datapipe")
 
@@ -74,8 +74,10 @@ def dask_client(manifest: Manifest, quiet: bool = False):
         cluster.close()
 
 
-def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None) -> RunResult:
-    """Run the whole job. ``progress(done, total, record)`` is called as files finish."""
+def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None,
+        on_records=None) -> RunResult:
+    """Run the whole job. ``progress(done, total, record)`` is called as files finish;
+    ``on_records(task_id, records_read)`` while they run."""
     t0 = time.time()
     if inputs is None:
         inputs = check_before_work(manifest)
@@ -90,6 +92,9 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         if on_dashboard:
             on_dashboard(dashboard)
         from distributed import as_completed
+
+        if on_records:  # live record counts from running tasks (see task._report_progress)
+            client.subscribe_topic(PROGRESS_TOPIC, lambda ev: on_records(ev[1]["task"], ev[1]["records"]))
 
         futures = [client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
                                  retries=manifest.cluster.retries, pure=False) for s in specs]

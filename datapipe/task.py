@@ -198,6 +198,19 @@ def _run_batch(items: list[ReadItem], chain: list[Stage], ledger: Ledger, out: _
     out.write("documents", table)
 
 
+PROGRESS_TOPIC = "datapipe-progress"
+
+
+def _report_progress(task_id: str, records: int) -> None:
+    """Tell the client how far this task has read (Dask structured events; no-op outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        get_worker().log_event(PROGRESS_TOPIC, {"task": task_id, "records": records})
+    except (ImportError, ValueError):
+        pass
+
+
 def run_file_task(spec: TaskSpec) -> dict:
     """Process one input file. Returns the success record (also written to ``_tasks/``)."""
     marker_url = join(spec.output, "_tasks", f"{spec.task_id}.json")
@@ -226,6 +239,7 @@ def run_file_task(spec: TaskSpec) -> dict:
                 if len(batch) >= spec.batch_size:
                     _run_batch(batch, chain, ledger, out, in_schema)
                     batch = []
+                    _report_progress(spec.task_id, n_read)
             elif item.status == "rejected":
                 read_rej.append(item.reason)
             else:

@@ -20,7 +20,9 @@ Kinds and how each is found:
   ``default_region``; plus a North-American pattern (``(555) 867-5309``, ``555-867-5309``) for
   pages whose region is not US. Dropped: a match that starts with an ISO date (``2024-01-15 12``;
   phonenumbers accepts it even at ``VALID``; cases/B21) or is a D.M.Y date, one with fewer than 7
-  digits (``1992`` is "possible" in DE), a run of years (``1980 2000 2020``), and a number only
+  digits (``1992`` is "possible" in DE), a run of years (``1980 2000 2020``), a dotted quantity
+  (``3.190.000``), a span holding a D.M.Y date or crossing a tab/newline (table cells), an
+  ISBN-13 (``978-``), digits glued to ``/ = _ # - .`` (ids in URLs, DOIs), and a number only
   possible as a local number without area code (``10 50 100`` on a results-per-page line).
 
 Overlaps are resolved email > ip > phone (an IP address is never also a phone number). Text that
@@ -55,6 +57,8 @@ _IPV6_RE = re.compile(
 _VERSION_WORD_RE = re.compile(r"(?:version|release|ver|v|build|firmware|update|rev)\.?\s*$", re.I)
 _DATE_START_RE = re.compile(r"(?:1[89]|20)\d\d[-/.](?:0[1-9]|1[0-2])[-/.](?:0[1-9]|[12]\d|3[01])")
 _DMY_RE = re.compile(r"\d{1,2}[./]\d{1,2}[./](?:\d{2}|\d{4})")
+_QUANTITY_RE = re.compile(r"\d{1,3}(?:\.\d{3})+|\d+[.,]\d+")
+_GLUE = frozenset("/=_#-.")
 _NANP_RE = re.compile(r"(?<![\w+])(?:\+?1[-. ]?)?(?:\(\d{3}\)[-. ]?|\d{3}[-. ])\d{3}[-. ]\d{4}(?![\w-])")
 # Cheap gate: seven digits with at most three separator characters between neighbours.
 _PHONE_GATE_RE = re.compile(r"\d(?:[\s().\-/]{0,3}\d){6}")
@@ -112,8 +116,11 @@ def _phones(text: str, region: str) -> list[tuple[int, int, str]]:
     out = []
     for m in PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):
         raw = m.raw_string
-        # Fewer than 7 digits ("1992" is a "possible" number in DE/AT), dates, runs of years.
-        if sum(c.isdigit() for c in raw) < 7 or _DATE_START_RE.match(raw) or _DMY_RE.fullmatch(raw):
+        # Fewer than 7 digits ("1992" is a "possible" number in DE/AT), dates, plain quantities
+        # ("3.190.000", "53.365833"), table cells ("297-299\t X"), ids glued to URLs/words.
+        if (sum(c.isdigit() for c in raw) < 7 or raw.startswith(("978-", "979-")) or _DATE_START_RE.match(raw) or _DMY_RE.search(raw)
+                or _QUANTITY_RE.fullmatch(raw) or "\t" in raw or "\n" in raw
+                or (m.start > 0 and text[m.start - 1] in _GLUE) or (m.end < len(text) and text[m.end] in _GLUE)):
             continue
         groups = re.findall(r"\d+", raw)
         if len(groups) > 1 and all(len(g) == 4 and g[:2] in ("19", "20") for g in groups):

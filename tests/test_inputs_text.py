@@ -211,15 +211,19 @@ def test_formats_and_manifest_options(tmp_path):
         == ["warc", "jsonl", "jsonl", "jsonl", "parquet", "warc"]
     m = tmp_path / "m.yaml"
     m.write_text("inputs:\n  paths: [x.jsonl]\n  preset: dolmaa\noutput: o\n")
-    with pytest.raises(ManifestError, match=r"m.yaml:2: inputs.*unknown field preset 'dolmaa'"):
+    with pytest.raises(ManifestError, match=r"m.yaml:3: inputs.preset: .*unknown field preset 'dolmaa'"):
+        load_manifest(m)
+    m.write_text("inputs:\n  paths: [x.jsonl]\n  fields: {txt: body}\noutput: o\n")
+    with pytest.raises(ManifestError, match=r"m.yaml:3: inputs.fields: .*unknown field mapping key.*'txt'"):
         load_manifest(m)
 
 
 # ----------------------------------------------------------------- WARC-zstd
 
-def warc_records(gz: bytes) -> list[bytes]:
+def warc_records(gz: Path) -> list[bytes]:
     """The records of a WARC file, split by their Content-Length (independent of datapipe's parser)."""
-    data, out, pos = gzip.decompress(gz), [], 0
+    with gzip.open(gz) as fh:
+        data, out, pos = fh.read(), [], 0
     while pos < len(data):
         end = data.index(b"\r\n\r\n", pos) + 4
         cl = int(next(ln.split(b":", 1)[1] for ln in data[pos:end].split(b"\r\n") if ln.lower().startswith(b"content-length:")))
@@ -228,14 +232,11 @@ def warc_records(gz: bytes) -> list[bytes]:
     return out
 
 
-def to_warc_zst(records: list[bytes], dictionary: zstandard.ZstdCompressionDict | None, compress_dict=False) -> bytes:
-    if dictionary is None:
-        cctx = zstandard.ZstdCompressor(level=3)
-        return b"".join(cctx.compress(r) for r in records)
+def dict_frame(dictionary: zstandard.ZstdCompressionDict, compress: bool) -> bytes:
+    """The WARC-zstd dictionary frame: skippable frame 0x184D2A5D holding the (optionally compressed) dictionary."""
     raw = dictionary.as_bytes()
-    payload = zstandard.ZstdCompressor().compress(raw) if compress_dict else raw
-    cctx = zstandard.ZstdCompressor(level=3, dict_data=dictionary)
-    return struct.pack("<II", 0x184D2A5D, len(payload)) + payload + b"".join(cctx.compress(r) for r in records)
+    payload = zstandard.ZstdCompressor().compress(raw) if compress else raw
+    return struct.pack("<II", 0x184D2A5D, len(payload)) + payload
 
 
 def _sig(items):
@@ -246,7 +247,7 @@ def _sig(items):
 @pytest.fixture(scope="module")
 def realpages(data_dir):
     gz = data_dir / "warc" / "realpages-1171.warc.gz"
-    return gz, warc_records(gz.read_bytes())
+    return gz, warc_records(gz)
 
 
 def test_warc_zst_gives_the_same_documents_as_warc_gz(realpages, tmp_path):
@@ -255,20 +256,24 @@ def test_warc_zst_gives_the_same_documents_as_warc_gz(realpages, tmp_path):
     expect = _sig(read_input(str(gz)))
     assert Counter(s for s, _, _ in expect) == Counter(document=1171)
     dictionary = zstandard.train_dictionary(16_384, [r[:4096] for r in records[::4]])
-    for name, dic, cd in (("plain", None, False), ("dict", dictionary, False), ("zdict", dictionary, True)):
+    cctx, dctx = zstandard.ZstdCompressor(level=1), zstandard.ZstdCompressor(level=1, dict_data=dictionary)
+    plain = b"".join(cctx.compress(r) for r in records)  # one frame a record
+    with_dict = b"".join(dctx.compress(r) for r in records)
+    for name, data in (("plain", plain), ("dict", dict_frame(dictionary, False) + with_dict),
+                       ("zdict", dict_frame(dictionary, True) + with_dict)):
         p = tmp_path / f"rp-{name}.warc.zst"
-        p.write_bytes(to_warc_zst(records, dic, cd))
+        p.write_bytes(data)
         assert _sig(read_input(str(p))) == expect, name
-    # with the dictionary the file must be smaller than without (the dictionary frame is used)
     assert (tmp_path / "rp-dict.warc.zst").stat().st_size < (tmp_path / "rp-plain.warc.zst").stat().st_size
 
 
 def test_damaged_warc_zst_costs_one_record(data_dir, tmp_path):
     src = data_dir / "warc" / "resiliparse_CC-MAIN-2020-34_excerpt.warc.gz"
-    records = warc_records(src.read_bytes())
+    records = warc_records(src)
     assert len(records) == 50
     expect = _sig(read_input(str(src)))
-    frames = [zstandard.ZstdCompressor().compress(r) for r in records]
+    cctx = zstandard.ZstdCompressor()
+    frames = [cctx.compress(r) for r in records]
     bad = list(frames)
     bad[20] = bad[20][:8] + bytes(b ^ 0xFF for b in bad[20][8:40]) + bad[20][40:]
     p = tmp_path / "bad.warc.zst"

@@ -83,7 +83,9 @@ def test_phone_region_and_local_numbers():
     assert mask_phone_numbers("Tel. 020 7393 1500", "GB") == ("Tel. |||PHONE_NUMBER|||", 1)
     assert mask_phone_numbers("Display: 10 50 100 results per page")[1] == 0
     # Real-page false positives seen with region DE/AT (realpages-1171): years, dates, year runs.
-    for text in ["seit 1948 und", "am 18.10.2019, 08:07", "1945 1960 1980 2000 2020", "für 574.000 Arbeitnehmer"]:
+    for text in ["seit 1948 und", "am 18.10.2019, 08:07", "1945 1960 1980 2000 2020", "für 574.000 Arbeitnehmer",
+                 "Vx 29.12.2010 - 22:40 Avatar", "bei 3.190.000 Personen", "297-299\t\t X\t\t 124-126",
+                 "index.php?curid=17679861 x"]:
         assert mask_phone_numbers(text, "DE")[1] == 0, text
     assert mask_phone_numbers("Tel: +49 30 1234567", "DE")[1] == 1
 

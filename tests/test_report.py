@@ -16,7 +16,8 @@ STAGES = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, 
 def _run(inputs, out):
     m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
                       {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
-                       "cluster.workers": 1, "cluster.dashboard_address": "127.0.0.1:0", "stages": STAGES})
+                       "cluster.workers": 1, "cluster.dashboard_address": "127.0.0.1:0", "stages": STAGES,
+                       "mix": None, "tokenize": None})
     return runner.run(m)
 
 

@@ -1,0 +1,156 @@
+"""Phase-1 scaling: throughput of the main job's stage chain with 1, 2, 4, 8, 16 Dask workers.
+
+    python benchmarks/bench_scaling.py [--files 32] [--records 400] [--workers 1,2,4,8,16]
+                                       [--source realpages-1171.warc.gz] [--json out.json]
+
+Input: ``--files`` WARC files built from the real ``realpages-1171.warc.gz`` (each file takes
+``--records`` consecutive records, starting at a different offset, wrapping around), every record
+given a distinct WARC-Record-ID (uuid5 of the original id and the file number), so documents ids
+differ across files as in a real crawl. Each record is its own gzip member, as in Common Crawl.
+
+For each worker count a LocalCluster (one thread per worker process) is started and warmed (stage
+chain built on every worker: models and lists loaded), then ``runner.run`` of phase 1 (the
+manifest's stages; dedup/mix/tokenize off) is timed through ``cluster.address``. Reported:
+records/s, speedup and parallel efficiency ``T(1) / (n * T(n))``, and whether the documents
+shards are byte-identical across worker counts.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+import zlib
+from multiprocessing import Pool
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+_ID = re.compile(rb"(WARC-Record-ID:[ \t]*)<([^>\r\n]*)>", re.IGNORECASE)
+
+
+def record_spans(path: Path) -> list[tuple[int, int]]:
+    """(start, end) compressed byte span of every record (one gzip member each)."""
+    from fastwarc.warc import ArchiveIterator
+
+    with open(path, "rb") as fh:
+        starts = [r.stream_pos for r in ArchiveIterator(fh, parse_http=False, auto_decode="none")]
+    return list(zip(starts, starts[1:] + [path.stat().st_size]))
+
+
+def _make_file(job) -> tuple[str, int]:
+    src, spans, k, records, dest = job
+    data = Path(src).read_bytes()
+    n = len(spans)
+    with open(dest, "wb") as out:
+        for j in range(records):
+            a, b = spans[(k * 97 + j) % n]
+            raw = zlib.decompressobj(31).decompress(data[a:b])
+
+            def new_id(m):
+                rid = uuid.uuid5(uuid.NAMESPACE_URL, f"{m.group(2).decode('latin-1')}#{k}")
+                return m.group(1) + f"<urn:uuid:{rid}>".encode()
+            raw, count = _ID.subn(new_id, raw, count=1)
+            assert count == 1, "record without WARC-Record-ID"
+            out.write(gzip.compress(raw, compresslevel=1, mtime=0))
+    return dest, records
+
+
+def build_inputs(src: Path, files: int, records: int, dest: Path, procs: int) -> list[str]:
+    dest.mkdir(parents=True, exist_ok=True)
+    spans = record_spans(src)
+    jobs = [(str(src), spans, k, records, str(dest / f"rp-{k:03d}.warc.gz")) for k in range(files)]
+    with Pool(procs) as pool:
+        done = pool.map(_make_file, jobs)
+    return [d for d, _ in done]
+
+
+def _warm(stages):
+    from datapipe.task import build_chain
+
+    build_chain(stages)
+    return os.getpid()
+
+
+def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int) -> dict:
+    from distributed import Client, LocalCluster
+
+    from datapipe import runner
+    from datapipe.manifest import load_manifest
+
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit="auto",
+                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    try:
+        with Client(cluster) as c:
+            m = load_manifest(manifest_path, {"inputs.paths": inputs, "inputs.crawl": None, "output": str(out),
+                                              "cluster.address": cluster.scheduler_address,
+                                              "dedup": None, "mix": None, "tokenize": None})
+            t0 = time.perf_counter()
+            c.run(_warm, m.effective_stages() if hasattr(m, "effective_stages") else m.stages)
+            warm_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            res = runner.run(m, inputs)
+            secs = time.perf_counter() - t0
+    finally:
+        cluster.close()
+    led = res.ledger.to_dict()["stages"]
+    docs = hashlib.sha256()
+    for f in sorted((out / "documents").glob("*.parquet")):
+        docs.update(f.name.encode() + f.read_bytes())
+    return {"workers": n, "seconds": round(secs, 3), "warmup_s": round(warm_s, 3),
+            "records": led["read"]["in"], "kept": res.ledger.kept,
+            "records_per_s": round(led["read"]["in"] / secs, 2), "documents_sha256": docs.hexdigest()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    shared = Path(os.environ.get("DATAPIPE_SHARED_DATA", REPO.parent / "shared" / "data"))
+    ap.add_argument("--source", type=Path, default=shared / "warc" / "realpages-1171.warc.gz")
+    ap.add_argument("--manifest", type=Path, default=REPO / "manifests" / "cc-2026.yaml")
+    ap.add_argument("--files", type=int, default=32)
+    ap.add_argument("--records", type=int, default=400)
+    ap.add_argument("--workers", default="1,2,4,8,16")
+    ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--json", type=Path, default=HERE / "results" / "scaling.json")
+    a = ap.parse_args()
+    counts = [int(x) for x in a.workers.split(",")]
+    work = a.work or Path(tempfile.mkdtemp(prefix="bench-scaling-"))
+    t0 = time.perf_counter()
+    inputs = build_inputs(a.source, a.files, a.records, work / "input", max(counts))
+    print(f"built {len(inputs)} files x {a.records} records in {time.perf_counter() - t0:.1f} s "
+          f"({sum(os.path.getsize(p) for p in inputs) / 1e6:.0f} MB)", flush=True)
+    rows = []
+    for n in counts:
+        out = work / f"out-{n}"
+        shutil.rmtree(out, ignore_errors=True)
+        r = run_once(a.manifest, inputs, out, n)
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    t1 = rows[0]["seconds"] * rows[0]["workers"]
+    for r in rows:
+        r["speedup"] = round(t1 / r["seconds"], 2)
+        r["efficiency"] = round(t1 / (r["workers"] * r["seconds"]), 3)
+    identical = len({r["documents_sha256"] for r in rows}) == 1
+    print(f"\n{'workers':>7} {'seconds':>8} {'records/s':>10} {'speedup':>8} {'efficiency':>10}")
+    for r in rows:
+        print(f"{r['workers']:>7} {r['seconds']:>8.2f} {r['records_per_s']:>10.1f} {r['speedup']:>8.2f} "
+              f"{r['efficiency'] * 100:>9.1f}%")
+    print(f"documents shards byte-identical across worker counts: {identical}")
+    result = {"files": a.files, "records_per_file": a.records, "cpus": os.cpu_count(), "runs": rows,
+              "documents_identical": identical, "python": sys.version.split()[0]}
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps(result, indent=2))
+    if a.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

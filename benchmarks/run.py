@@ -1,0 +1,277 @@
+"""`make bench`: run every benchmark, write benchmarks/results/latest.json, print a Markdown table.
+
+    .venv/bin/python benchmarks/run.py            # full (~10-15 min on 2 cores)
+    BENCH_QUICK=1 .venv/bin/python benchmarks/run.py   # one repetition, datatrove's fast config only,
+                                                       # no Dask and no helper scripts (~2 min)
+
+Steps, each a subprocess so that pinning and virtualenvs stay separate:
+  1. make_input.py builds benchmarks/work/ from ../shared/data/warc/realpages-1171.warc.gz;
+  2. bench_phase1.py --part single, pinned to core 0 (taskset -c 0, OMP_NUM_THREADS=1);
+  3. peer_datatrove.py in benchmarks/.venv-datatrove, pinned the same way, on the same file and texts;
+  4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
+  5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py (one JSON object each).
+Every ratio compares two figures of this run; none uses a remembered number.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from make_input import WORK, build
+from timing import summarize
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEER_PY = HERE / ".venv-datatrove" / "bin" / "python"
+HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py"}
+HELPER_TIMEOUT_S = 420
+OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",
+            "datasketch", "rensa", "tokenizers", "tiktoken")
+
+# figure -> (reference figure, what the reference is). Ratio = figure rate / reference rate.
+COMPARE = {
+    "read.ours": ("read.fastwarc", "bound"),
+    "read.warcio": ("read.fastwarc", "bound"),
+    "read.datatrove": ("read.ours", "ours"),
+    "extract.ours": ("extract.resiliparse", "bound"),
+    "extract.ours_no_sandbox": ("extract.resiliparse", "bound"),
+    "extract.resiliparse_detect": ("extract.resiliparse", "bound"),
+    "extract.datatrove_trafilatura": ("extract.ours", "ours"),
+    "extract.datatrove_trafilatura_fast": ("extract.ours", "ours"),
+    "langid.ours": ("langid.fasttext", "bound"),
+    "langid.datatrove": ("langid.ours", "ours"),
+    "stage.datatrove_gopher_repetition": ("stage.gopher_repetition", "ours"),
+    "stage.datatrove_gopher_quality": ("stage.gopher_quality", "ours"),
+    "stage.datatrove_c4": ("stage.c4", "ours"),
+    "stage.datatrove_fineweb": ("stage.fineweb", "ours"),
+    "phase1.datatrove_default": ("phase1.ours_matched", "ours"),
+    "phase1.datatrove_fast": ("phase1.ours_matched", "ours"),
+    "phase1.datatrove_resiliparse": ("phase1.ours_matched", "ours"),
+    "phase1.ours_full": ("phase1.ours_matched", "ours"),
+    "phase1.dask_1w": ("phase1.ours_full", "in-process"),
+    "phase1.dask_2w": ("phase1.dask_1w", "1 worker"),
+}
+PEER_FILTERS = {"LanguageFilter": "langid.datatrove", "GopherRepetitionFilter": "stage.datatrove_gopher_repetition",
+                "GopherQualityFilter": "stage.datatrove_gopher_quality", "C4QualityFilter": "stage.datatrove_c4",
+                "FineWebQualityFilter": "stage.datatrove_fineweb"}
+PEER_EXTRACT = {"default": "extract.datatrove_trafilatura", "fast": "extract.datatrove_trafilatura_fast"}
+
+
+def machine() -> dict:
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu_model": model, "cores": os.cpu_count(), "cores_usable": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(), "platform": platform.platform(), "loadavg_start": os.getloadavg()}
+
+
+def versions() -> dict:
+    out = {}
+    for p in OUR_LIBS:
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def pinned(cmd: list[str]) -> list[str]:
+    """One core: taskset -c 0 where it exists (the children inherit the mask)."""
+    return (["taskset", "-c", "0"] if shutil.which("taskset") else []) + cmd
+
+
+def run_json(name: str, cmd: list[str], timeout: float | None = None, env_extra: dict | None = None) -> dict | None:
+    """Run a script that prints one JSON object last on stdout; None (and a note) when it fails."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(HERE), **(env_extra or {}))
+    t0 = time.time()
+    print(f"[bench] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        NOTES.append(f"{name}: timed out after {timeout:.0f} s")
+        return None
+    print(f"[bench] {name}: {time.time() - t0:.0f} s, rc={p.returncode}", file=sys.stderr, flush=True)
+    if p.returncode != 0:
+        NOTES.append(f"{name}: exit {p.returncode}: {p.stderr.strip().splitlines()[-1:] }")
+        return None
+    text = p.stdout.strip()
+    start = text.rfind("\n{") + 1 if not text.startswith("{") else 0
+    try:
+        return json.loads(text[start:])
+    except json.JSONDecodeError:
+        NOTES.append(f"{name}: output is not one JSON object")
+        return None
+
+
+NOTES: list[str] = []
+
+
+# ---------------------------------------------------------------- collecting figures
+
+def add(figs: dict, name: str, seconds: list[float], items: int, unit: str, input_: str, **extra) -> None:
+    figs[name] = dict(summarize(seconds, items, unit), input=input_, **extra)
+
+
+def collect_ours(figs: dict, raw: dict, input_: str) -> None:
+    for name, f in raw["figures"].items():
+        extra = {k: v for k, v in f.items() if k not in ("seconds", "items")}
+        unit = "records/s" if name.startswith(("read.", "phase1.")) else "docs/s"
+        add(figs, name, f["seconds"], f["items"], unit, input_, **extra)
+
+
+def collect_peer(figs: dict, raw: dict, input_: str, records: int) -> None:
+    for cfg, p in raw.get("pipelines", {}).items():
+        add(figs, f"phase1.datatrove_{cfg}", p["seconds"], records, "records/s", input_,
+            steps=p["steps"][-1], config=PEER_CONFIGS[cfg])
+        if cfg in PEER_EXTRACT:  # the extractor's own time inside the pipeline (its sandbox included)
+            ext = [next(v for k, v in s.items() if k.startswith("Trafilatura")) for s in p["steps"]]
+            add(figs, PEER_EXTRACT[cfg], [e["seconds"] for e in ext], ext[0]["docs"], "docs/s", input_,
+                note="step time inside the pipeline run")
+    st = raw.get("stages", {})
+    if "read" in st:
+        add(figs, "read.datatrove", st["read"]["seconds"], records, "records/s", input_,
+            note=f"WarcReader (warcio), {st['read']['docs_out']} documents out")
+    for cls, name in PEER_FILTERS.items():
+        if cls in st:
+            add(figs, name, st[cls]["seconds"], st[cls]["items"], "docs/s", "texts extracted by ours")
+
+
+PEER_CONFIGS = {
+    "default": "WarcReader > Trafilatura(favour_precision=True, timeout=1) > filters > JsonlWriter",
+    "fast": "Trafilatura(favour_precision=False, deduplicate=False, no_fallback=True): its fastest own extractor",
+    "resiliparse": "a custom BaseExtractor calling resiliparse main content: datatrove as fast as it gets",
+}
+
+
+def flatten(prefix: str, obj, out: dict) -> None:
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            flatten(f"{prefix}.{k}", v, out)
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out[prefix] = obj
+
+
+def unit_of(key: str) -> str:
+    k = key.rsplit(".", 1)[-1].lower()
+    for suffix, unit in (("docs_s", "docs/s"), ("docs_per_s", "docs/s"), ("tokens_per_s", "tokens/s"),
+                         ("tokens_s", "tokens/s"), ("mb_s", "MB/s"), ("seconds", "s"), ("_s", "s"), ("ratio", "x")):
+        if k.endswith(suffix):
+            return unit
+    return ""
+
+
+def compare(figs: dict) -> None:
+    for name, (ref, kind) in COMPARE.items():
+        if name in figs and ref in figs:
+            figs[name]["vs"] = f"{ref} ({kind})"
+            figs[name]["ratio"] = round(figs[name]["value"] / figs[ref]["value"], 3)
+
+
+# ---------------------------------------------------------------- output
+
+def table(figs: dict, helpers: dict) -> str:
+    rows = ["| figure | value | unit | min–max (spread) | reps | compared with | ratio |",
+            "|---|---:|---|---|---:|---|---:|"]
+    for name, f in figs.items():
+        spread = f"{f['min']:.1f}–{f['max']:.1f} ({f['spread_pct']:.0f}%)"
+        ratio = f"{f['ratio']:.3g}" if "ratio" in f else ""
+        rows.append(f"| {name} | {f['value']:.1f} | {f['unit']} | {spread} | {f['reps']} | {f.get('vs', '')} | {ratio} |")
+    for name, flat in helpers.items():
+        for k, v in flat.items():
+            rows.append(f"| {k} | {v:g} | {unit_of(k)} | (script's own timing) | | | |")
+    return "\n".join(rows)
+
+
+def profile(figs: dict) -> str:
+    """Where phase 1's time goes: seconds per stage from our ledger and datatrove's step stats."""
+    out = []
+    ours = figs.get("phase1.ours_full", {}).get("stage_seconds")
+    if ours:
+        tot = sum(ours.values())
+        out.append("ours (full chain, ledger seconds): " + ", ".join(f"{k} {v:.2f}s ({100 * v / tot:.0f}%)" for k, v in ours.items()))
+    peer = figs.get("phase1.datatrove_default", {}).get("steps")
+    if peer:
+        tot = sum(v["seconds"] for v in peer.values())
+        out.append("datatrove default (step stats): " + ", ".join(f"{k} {v['seconds']:.2f}s ({100 * v['seconds'] / tot:.0f}%)" for k, v in peer.items()))
+    return "\n".join(f"- {x}" for x in out)
+
+
+def main() -> None:
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    reps = 1 if quick else int(os.environ.get("BENCH_REPS", "3"))
+    t0 = time.time()
+    meta = build()
+    single = meta["single"]
+    input_ = f"{Path(meta['source']).name} ({single['records']} records, {single['bytes'] / 1e6:.1f} MB, sha256 {single['sha256'][:12]})"
+    result = {"quick": quick, "reps": reps, "machine": machine(), "versions": {"ours": versions()},
+              "input": meta, "figures": {}, "helpers": {}, "notes": NOTES}
+    figs = result["figures"]
+    py = sys.executable
+
+    ours = run_json("ours, one core", pinned([py, str(HERE / "bench_phase1.py"), "--part", "single", "--reps", str(reps)]))
+    if ours:
+        collect_ours(figs, ours, input_)
+        NOTES.extend(ours.get("notes", []))
+        result["texts"] = ours.get("texts")
+    if PEER_PY.exists() and (WORK / "texts.jsonl").exists():
+        cmd = [str(PEER_PY), str(HERE / "peer_datatrove.py"), "--warc", single["path"], "--texts", str(WORK / "texts.jsonl"),
+               "--lid", str(ROOT / "models" / "lid.176.ftz"), "--work", str(WORK / "datatrove"), "--reps", str(reps)]
+        if quick:
+            cmd += ["--configs", "fast", "--no-stages"]
+        peer = run_json("datatrove, one core", pinned(cmd))
+        if peer:
+            collect_peer(figs, peer, input_, single["records"])
+            result["versions"]["datatrove_venv"] = peer["versions"]
+    else:
+        NOTES.append("datatrove peer skipped: benchmarks/.venv-datatrove missing (make bench creates it)")
+    if not quick:
+        dask = run_json("ours, Dask", [py, str(HERE / "bench_phase1.py"), "--part", "dask", "--reps", str(reps)])
+        if dask:
+            split = f"{len(meta['shards'])} files split from {Path(meta['source']).name} ({dask['input']['records']} records)"
+            collect_ours(figs, dask, split)
+        for key, script in HELPERS.items():
+            if (HERE / script).exists():
+                raw = run_json(script, [py, str(HERE / script)], timeout=HELPER_TIMEOUT_S)
+                if raw is not None:
+                    result["helpers"][key] = raw
+            else:
+                NOTES.append(f"{script} not present: its figures are missing")
+    compare(figs)
+    flat = {}
+    for key, raw in result["helpers"].items():
+        flat[key] = {}
+        flatten(key, raw, flat[key])
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    result["seconds"] = round(time.time() - t0, 1)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "latest.json").write_text(json.dumps(result, indent=2, default=str))
+
+    m = result["machine"]
+    lines = [f"## datapipe benchmarks ({'quick, ' if quick else ''}{reps} repetition(s) per figure, median; {result['seconds']:.0f} s)", "",
+             f"- machine: {m['cpu_model']}, {m['cores']} cores; load average {m['loadavg_start'][0]:.1f} at start, "
+             f"{m['loadavg_end'][0]:.1f} at end (shared machine: spread shows the noise)",
+             f"- input: {input_}; one core = taskset -c 0, OMP_NUM_THREADS=1",
+             f"- ours: " + ", ".join(f"{k} {v}" for k, v in result["versions"]["ours"].items()),
+             f"- peer: " + ", ".join(f"{k} {v}" for k, v in result["versions"].get("datatrove_venv", {}).items()),
+             "- ratio = this figure's rate / the compared figure's rate, both measured in this run "
+             "(vs a bound: the share of the bound's speed we keep; vs ours: the peer's speed relative to ours)",
+             "", table(figs, flat), "", "Where phase 1's time goes:", profile(figs)]
+    if NOTES:
+        lines += ["", "Notes:"] + [f"- {n}" for n in NOTES]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
