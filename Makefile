@@ -22,7 +22,8 @@ help:
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(PIP) install -q -U "pip>=24"
-	$(PIP) install -q --only-binary=:all: -e ".[test]"
+	# torch extra: the CPU build that lies on this disk (about 95 s once); tests/test_ablate.py trains with it
+	$(PIP) install -q --only-binary=:all: -e ".[test,torch]"
 	touch $@
 
 install: $(VENV)/.installed models
@@ -48,7 +49,19 @@ test: install
 test-slow: install
 	$(BIN)/pytest -q -m slow --timeout=1800
 
-bench: install
+# The peer, datatrove 0.10.1, in its own venv (it pins trafilatura<1.12 and other packages that clash
+# with ours). aiohttp/requests/spacy: its LanguageFilter and Gopher filters need them and the extras
+# lack them; resiliparse: for its "as fast as it gets" configuration. Wheels only, pinned.
+DT_VENV := benchmarks/.venv-datatrove
+DT_PKGS := "datatrove[io,processing]==0.10.1" "aiohttp==3.14.5" "requests==2.34.2" "spacy==3.8.18" "resiliparse==2.0.1"
+
+$(DT_VENV)/.installed: Makefile
+	test -d $(DT_VENV) || $(PY) -m venv $(DT_VENV)
+	$(DT_VENV)/bin/pip install -q -U "pip>=24"
+	$(DT_VENV)/bin/pip install -q --only-binary=:all: $(DT_PKGS)
+	touch $@
+
+bench: install $(DT_VENV)/.installed
 	$(BIN)/python benchmarks/run.py
 
 clean:

@@ -1,20 +1,22 @@
 """Phase 1 throughput, ours and the bounds it is built on. Prints one JSON object of raw timings.
 
-    python benchmarks/bench_phase1.py --part single [--reps 3]   # run under taskset -c 0
-    python benchmarks/bench_phase1.py --part dask   [--reps 3]   # sets its own CPU affinity
+    python benchmarks/bench_phase1.py --part stages [--reps 3]                  # under taskset -c 0
+    python benchmarks/bench_phase1.py --part phase1 --chain matched|full [--reps 1]  # under taskset -c 0
+    python benchmarks/bench_phase1.py --part dask   [--reps 3]                  # sets its own affinity
 
-``single`` (one core, everything in this process except the extraction sandbox child):
+``stages`` (one core, everything in this process except the extraction sandbox child; the figures
+compared with each other are run in turn, A B A B, so they see the same load):
   * reading: FastWARC iteration alone and warcio alone (bounds/peers) vs our reader (``read_input``);
   * extraction: resiliparse alone (decode + ``extract_plain_text``, the bound) vs our ``extract``
     stage without and with the sandbox child;
   * language ID: fastText ``predict`` alone vs our ``langid`` stage;
   * every other registered stage (rule families, PII, signatures, safety) alone on the same
     English texts; writes those texts to ``work/texts.jsonl`` for the datatrove peer;
-  * the whole phase 1: ``run_file_task`` on the file, the chain matched to datatrove's FineWeb
-    pipeline and our full chain.
+``phase1``: the whole phase 1, ``run_file_task`` on the file, with the chain matched to datatrove's
+FineWeb pipeline or our full chain (run.py alternates these runs with datatrove's).
 ``dask``: the full chain through a ``LocalCluster`` on the 4-file split, with 1 worker (this
 process and its children pinned to core 0) and 2 workers (cores 0-1); the cluster is started once
-and warmed by one untimed run, so the figure is throughput, and its start-up time is reported aside.
+and warmed by untimed runs of one file per worker, so the figure is throughput, and its start-up time is reported aside.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from make_input import WORK, build
-from timing import repeat
+from timing import interleave, repeat
 
 BATCH = 256
 MATCHED_CHAIN = [  # datatrove's FineWeb-style filters, same thresholds
@@ -137,42 +139,45 @@ def phase1_once(path: str, chain: list[dict]) -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def part_single(reps: int) -> dict:
+def part_stages(reps: int) -> dict:
+    """Reading, extraction, language ID and every other stage alone; compared figures interleaved."""
     meta = build()
     path = meta["single"]["path"]
     res: dict = {"input": meta["single"], "figures": {}, "notes": []}
     fig = res["figures"]
 
-    n_fw = read_fastwarc(path)
-    fig["read.fastwarc"] = {"seconds": repeat(lambda: read_fastwarc(path), reps), "items": n_fw}
-    fig["read.warcio"] = {"seconds": repeat(lambda: read_warcio(path), reps), "items": read_warcio(path)}
     items = read_ours(path)
-    fig["read.ours"] = {"seconds": repeat(lambda: read_ours(path), reps), "items": len(items)}
+    n = meta["single"]["records"]
+    secs = interleave({"read.fastwarc": lambda: read_fastwarc(path), "read.warcio": lambda: read_warcio(path),
+                       "read.ours": lambda: read_ours(path)}, reps)
+    fig.update({k: {"seconds": v, "items": n} for k, v in secs.items()})
+
+    from datapipe.stages.charset import decode_html
 
     schema = _in_schema(MATCHED_CHAIN)
     rows = [it.row for it in items if it.status == "document"]
-    table = pa.Table.from_pylist(rows, schema=schema)
-    batches = _batches(table)
-    from datapipe.stages.charset import decode_html
-
+    batches = _batches(pa.Table.from_pylist(rows, schema=schema))
     docs = [r["payload"] for r in rows]
     htmls = [decode_html(r["payload"], r.get("charset"))[0] for r in rows]
-    fig["extract.resiliparse"] = {"seconds": repeat(lambda: extract_bound(htmls), reps), "items": len(docs)}
-    fig["extract.resiliparse_detect"] = {"seconds": repeat(lambda: extract_detect(docs), reps), "items": len(docs)}
     no_sb = _stage("extract", {"sandbox": False})
-    fig["extract.ours_no_sandbox"] = {"seconds": repeat(lambda: run_stage(no_sb, batches), reps), "items": len(docs)}
     sb = _stage("extract", {"sandbox": True})
     extracted = run_stage(sb, batches)
-    fig["extract.ours"] = {"seconds": repeat(lambda: run_stage(sb, batches), reps), "items": len(docs)}
+    secs = interleave({"extract.resiliparse": lambda: extract_bound(htmls),
+                       "extract.resiliparse_detect": lambda: extract_detect(docs),
+                       "extract.ours_no_sandbox": lambda: run_stage(no_sb, batches),
+                       "extract.ours": lambda: run_stage(sb, batches)}, reps)
+    fig.update({k: {"seconds": v, "items": len(docs)} for k, v in secs.items()})
 
     # Texts for everything downstream: what our extraction kept (non-empty), as the chain would see them.
-    ext = pa.concat_tables(extracted).filter(pa.compute.is_null(pa.concat_tables(extracted).column("reject_reason")))
+    ext = pa.concat_tables(extracted)
+    ext = ext.filter(pa.compute.is_null(ext.column("reject_reason")))
     ext = ext.drop_columns([c for c in ("reject_reason", "error_reason", "payload") if c in ext.column_names])
     texts = ext.column("text").to_pylist()
     lid = _stage("langid", {"languages": ["en"], "min_score": 0.65})
-    fig["langid.fasttext"] = {"seconds": repeat(lambda: langid_bound(lid._model, texts), reps), "items": len(texts)}
     ext_batches = _batches(ext)
-    fig["langid.ours"] = {"seconds": repeat(lambda: run_stage(lid, ext_batches), reps), "items": len(texts)}
+    secs = interleave({"langid.fasttext": lambda: langid_bound(lid._model, texts),
+                       "langid.ours": lambda: run_stage(lid, ext_batches)}, reps)
+    fig.update({k: {"seconds": v, "items": len(texts)} for k, v in secs.items()})
     tagged = pa.concat_tables(run_stage(lid, ext_batches))
     en_mask = pa.compute.is_null(tagged.column("reject_reason"))
     en = tagged.filter(en_mask).drop_columns(["reject_reason"])
@@ -194,18 +199,23 @@ def part_single(reps: int) -> dict:
             res["notes"].append(f"stage {name} skipped: {type(e).__name__}: {str(e)[:160]}")
             continue
         fig[f"stage.{name}"] = {"seconds": repeat(lambda: run_stage(st, en_batches), reps), "items": en.num_rows}
-    matched, missing = _chain_stages(MATCHED_CHAIN)
-    full, missing_full = _chain_stages(FULL_CHAIN)
-    for m in sorted(set(missing + missing_full)):
-        res["notes"].append(f"stage {m} not registered: left out of the phase-1 chain")
-    for key, chain in (("phase1.ours_matched", matched), ("phase1.ours_full", full)):
-        recs = []
-        secs = repeat(lambda: recs.append(phase1_once(path, chain)), reps)
-        stages = recs[-1]["ledger"]["stages"]
-        fig[key] = {"seconds": secs, "items": meta["single"]["records"], "chain": [next(iter(c)) for c in chain],
-                    "kept": stages[list(stages)[-1]]["kept"],
-                    "stage_seconds": {k: round(v.get("seconds", 0.0), 4) for k, v in stages.items()}}
     return res
+
+
+def part_phase1(reps: int, chain_name: str) -> dict:
+    """The whole phase 1 on the file, in this process; warmed up on one quarter of it."""
+    meta = build()
+    path = meta["single"]["path"]
+    chain, missing = _chain_stages(MATCHED_CHAIN if chain_name == "matched" else FULL_CHAIN)
+    phase1_once(meta["shards"][0]["path"], chain)  # models, word lists, sandbox child
+    recs = []
+    secs = repeat(lambda: recs.append(phase1_once(path, chain)), reps, warmup=0)
+    stages = recs[-1]["ledger"]["stages"]
+    fig = {"seconds": secs, "items": meta["single"]["records"], "chain": [next(iter(c)) for c in chain],
+           "kept": stages[list(stages)[-1]]["kept"],
+           "stage_seconds": {k: round(v.get("seconds", 0.0), 4) for k, v in stages.items()}}
+    return {"input": meta["single"], "figures": {f"phase1.ours_{chain_name}": fig},
+            "notes": [f"stage {m} not registered: left out of the phase-1 chain" for m in missing]}
 
 
 # ---------------------------------------------------------------- Dask
@@ -241,7 +251,10 @@ def part_dask(reps: int) -> dict:
                          for p in files]
                 client.gather([client.submit(run_file_task, s, pure=False) for s in specs])
 
-            secs = repeat(once, reps)
+            for p in files[:workers]:  # warm-up: each worker loads its models once, as in a real run
+                client.submit(run_file_task, TaskSpec(task_id_for(p), p, tempfile.mkdtemp(dir=out), chain,
+                                                      chain_fingerprint(chain), batch_size=BATCH), pure=False).result()
+            secs = repeat(once, reps, warmup=0)
         shutil.rmtree(out, ignore_errors=True)
         res["figures"][f"phase1.dask_{workers}w"] = {"seconds": secs, "items": records, "cluster_start_s": round(start, 2),
                                                      "cpus": sorted(cpus), "chain": [next(iter(c)) for c in chain]}
@@ -251,11 +264,17 @@ def part_dask(reps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["single", "dask"], required=True)
+    ap.add_argument("--part", choices=["stages", "phase1", "dask"], required=True)
+    ap.add_argument("--chain", choices=["matched", "full"], default="full", help="for --part phase1")
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
-    res = part_single(a.reps) if a.part == "single" else part_dask(a.reps)
+    if a.part == "stages":
+        res = part_stages(a.reps)
+    elif a.part == "phase1":
+        res = part_phase1(a.reps, a.chain)
+    else:
+        res = part_dask(a.reps)
     json.dump(res, sys.stdout)
     print()
 

@@ -1,7 +1,7 @@
 """The peer: datatrove 0.10.1, run in its own virtualenv (benchmarks/.venv-datatrove), offline.
 
     .venv-datatrove/bin/python benchmarks/peer_datatrove.py --warc W --texts T --lid M --work D [--reps 3]
-        [--configs default,fast,resiliparse] [--no-stages]
+        [--configs default,fast,resiliparse] [--stages]
 
 Prints one JSON object: raw seconds per repetition (run.py summarizes ours and theirs the same way).
 
@@ -140,8 +140,8 @@ def main() -> None:
     ap.add_argument("--lid", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--configs", default="default,fast,resiliparse")
-    ap.add_argument("--no-stages", action="store_true")
+    ap.add_argument("--configs", default="default,fast,resiliparse", help="pipelines to run ('' = none)")
+    ap.add_argument("--stages", action="store_true", help="also time the reader and each filter alone")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     os.environ.setdefault("HF_HOME", os.path.join(a.work, "hf"))  # the model cache stays in work/
@@ -152,7 +152,7 @@ def main() -> None:
     logger.add(sys.stderr, level="ERROR")
     res = {"versions": {p: version(p) for p in ("datatrove", "trafilatura", "warcio", "spacy", "resiliparse")},
            "pipelines": bench_pipelines(a.warc, [c for c in a.configs.split(",") if c], a.work, a.reps)}
-    if not a.no_stages:
+    if a.stages:
         res["stages"] = bench_stages(a.warc, a.texts, a.reps)
     print(json.dumps(res))
 

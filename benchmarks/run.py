@@ -2,12 +2,15 @@
 
     .venv/bin/python benchmarks/run.py            # full (~10-15 min on 2 cores)
     BENCH_QUICK=1 .venv/bin/python benchmarks/run.py   # one repetition, datatrove's fast config only,
-                                                       # no Dask and no helper scripts (~2 min)
+                                                       # no Dask, no helper scripts (~3 min)
+    BENCH_REPS=5 ...                                   # more repetitions (default 3)
 
 Steps, each a subprocess so that pinning and virtualenvs stay separate:
   1. make_input.py builds benchmarks/work/ from ../shared/data/warc/realpages-1171.warc.gz;
-  2. bench_phase1.py --part single, pinned to core 0 (taskset -c 0, OMP_NUM_THREADS=1);
-  3. peer_datatrove.py in benchmarks/.venv-datatrove, pinned the same way, on the same file and texts;
+  2. bench_phase1.py --part stages, pinned to core 0 (taskset -c 0, OMP_NUM_THREADS=1), then
+     peer_datatrove.py --stages in benchmarks/.venv-datatrove, pinned the same way, same file and texts;
+  3. the whole phase 1: per round, ours (matched chain, full chain) then datatrove's three
+     configurations, one run each, pinned; rounds = repetitions;
   4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
   5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py (one JSON object each).
 Every ratio compares two figures of this run; none uses a remembered number.
@@ -118,6 +121,21 @@ def run_json(name: str, cmd: list[str], timeout: float | None = None, env_extra:
 NOTES: list[str] = []
 
 
+def merge_runs(acc: dict, raw: dict) -> None:
+    """Pool the repetitions of several one-repetition calls: seconds (and per-run steps) are appended."""
+    for section in ("figures", "pipelines"):
+        for name, f in raw.get(section, {}).items():
+            have = acc.setdefault(section, {}).setdefault(name, dict(f, seconds=[], steps=[]) if "steps" in f
+                                                          else dict(f, seconds=[]))
+            have["seconds"] += f["seconds"]
+            if "steps" in f:
+                have["steps"] += f["steps"]
+            for k, v in f.items():  # latest kept counts / stage seconds
+                if k not in ("seconds", "steps"):
+                    have[k] = v
+    acc.setdefault("notes", []).extend(raw.get("notes", []))
+
+
 # ---------------------------------------------------------------- collecting figures
 
 def add(figs: dict, name: str, seconds: list[float], items: int, unit: str, input_: str, **extra) -> None:
@@ -220,22 +238,45 @@ def main() -> None:
     figs = result["figures"]
     py = sys.executable
 
-    ours = run_json("ours, one core", pinned([py, str(HERE / "bench_phase1.py"), "--part", "single", "--reps", str(reps)]))
+    peer_base = [str(PEER_PY), str(HERE / "peer_datatrove.py"), "--warc", single["path"],
+                 "--texts", str(WORK / "texts.jsonl"), "--lid", str(ROOT / "models" / "lid.176.ftz"),
+                 "--work", str(WORK / "datatrove")]
+    have_peer = PEER_PY.exists()
+    if not have_peer:
+        NOTES.append("datatrove peer skipped: benchmarks/.venv-datatrove missing (make bench creates it)")
+
+    # Stages alone: ours (interleaved inside), then datatrove's on the same file and texts.
+    ours = run_json("ours: stages, one core", pinned([py, str(HERE / "bench_phase1.py"), "--part", "stages", "--reps", str(reps)]))
     if ours:
         collect_ours(figs, ours, input_)
         NOTES.extend(ours.get("notes", []))
         result["texts"] = ours.get("texts")
-    if PEER_PY.exists() and (WORK / "texts.jsonl").exists():
-        cmd = [str(PEER_PY), str(HERE / "peer_datatrove.py"), "--warc", single["path"], "--texts", str(WORK / "texts.jsonl"),
-               "--lid", str(ROOT / "models" / "lid.176.ftz"), "--work", str(WORK / "datatrove"), "--reps", str(reps)]
-        if quick:
-            cmd += ["--configs", "fast", "--no-stages"]
-        peer = run_json("datatrove, one core", pinned(cmd))
+    if have_peer and ours and not quick:
+        peer = run_json("datatrove: stages, one core", pinned(peer_base + ["--configs", "", "--stages", "--reps", str(reps)]))
         if peer:
             collect_peer(figs, peer, input_, single["records"])
             result["versions"]["datatrove_venv"] = peer["versions"]
-    else:
-        NOTES.append("datatrove peer skipped: benchmarks/.venv-datatrove missing (make bench creates it)")
+
+    # The whole phase 1, ours and datatrove's taken in turn, one run each per round, so the
+    # ratios compare runs made under the same load.
+    runs: dict = {}
+    for _ in range(reps):
+        for chain in ("matched", "full"):
+            r = run_json(f"ours: phase 1 ({chain}), one core",
+                         pinned([py, str(HERE / "bench_phase1.py"), "--part", "phase1", "--chain", chain, "--reps", "1"]))
+            if r:
+                merge_runs(runs.setdefault("ours", {}), r)
+        if have_peer:
+            cmd = peer_base + ["--reps", "1"] + (["--configs", "fast"] if quick else [])
+            r = run_json("datatrove: phase 1, one core", pinned(cmd))
+            if r:
+                merge_runs(runs.setdefault("peer", {}), r)
+                result["versions"]["datatrove_venv"] = r["versions"]
+    if "ours" in runs:
+        collect_ours(figs, runs["ours"], input_)
+        NOTES.extend(n for n in runs["ours"].get("notes", []) if n not in NOTES)
+    if "peer" in runs:
+        collect_peer(figs, runs["peer"], input_, single["records"])
     if not quick:
         dask = run_json("ours, Dask", [py, str(HERE / "bench_phase1.py"), "--part", "dask", "--reps", str(reps)])
         if dask:

@@ -24,6 +24,19 @@ def repeat(fn, reps: int = 3, warmup: int = 1) -> list[float]:
     return out
 
 
+def interleave(fns: dict, reps: int = 3, warmup: int = 1) -> dict[str, list[float]]:
+    """Like ``repeat`` for several functions taken in turn (A B C A B C ...): on a shared, noisy
+    machine the figures that are compared see the same load, so their ratio is steadier."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for k, fn in fns.items():
+            out[k] += repeat(fn, 1, 0)
+    return out
+
+
 def summarize(seconds: list[float], items: int, unit: str = "records/s") -> dict:
     """Rate at the median run, the range of rates over runs, and the spread in % of the median."""
     med = statistics.median(seconds)

@@ -11,6 +11,7 @@ CLI_MODULES = [
     "datapipe.classifiers.cli",
     "datapipe.tokenizer_cli",
     "datapipe.inspect_cli",
+    "datapipe.ablate.cli",
 ]
 
 

@@ -103,6 +103,9 @@ def cmd_run(args) -> int:
         with progress:
             result = runner.run(manifest, inputs, progress=on_progress, on_dashboard=on_dashboard,
                                 on_records=on_records if show else None)
+    except runner.ClusterError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 2
     except LedgerError as e:
         err.print(f"[bold red]ledger does not balance:[/] {e}")
         return 3

@@ -33,6 +33,24 @@ class RunResult:
     report: str | None = None
 
 
+def _remove_stale_tmp(output: str, storage_options: dict | None) -> None:
+    """Delete ``*.tmp-*`` files left by phase-1 task attempts that died (a killed worker process
+    cannot clean up after itself). Called once all phase-1 tasks have finished."""
+    from datapipe.io.parquet import fs_and_path
+
+    fs, root = fs_and_path(output, storage_options)
+    for sub in ("documents", "rejected", "errors", "_tasks"):
+        for p in fs.glob(f"{root.rstrip('/')}/{sub}/*.tmp-*"):
+            try:
+                fs.rm(p)
+            except FileNotFoundError:
+                pass
+
+
+class ClusterError(RuntimeError):
+    """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached."""
+
+
 def check_before_work(manifest: Manifest) -> list[str]:
     """Everything that can fail before work starts: stage assets (models, lists), inputs.
 
@@ -45,7 +63,27 @@ def check_before_work(manifest: Manifest) -> list[str]:
         if cfg is not None and hasattr(cfg, "check"):
             cfg.check()
     i = manifest.inputs
-    return resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options)
+    inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options)
+    check_output_writable(manifest.output, i.storage_options)
+    return inputs
+
+
+def check_output_writable(output: str, storage_options: dict | None = None) -> None:
+    """Create the output location and write + delete a probe file there; raise InputError if not possible."""
+    import uuid
+
+    from datapipe.io.parquet import fs_and_path
+    from datapipe.io.paths import InputError
+
+    try:
+        fs, root = fs_and_path(output, storage_options)
+        fs.makedirs(root, exist_ok=True)
+        probe = f"{root.rstrip('/')}/.write-probe-{uuid.uuid4().hex[:8]}"
+        with fs.open(probe, "wb") as fh:
+            fh.write(b"ok")
+        fs.rm(probe)
+    except Exception as e:  # noqa: BLE001 - any failure here means the run could not write its shards
+        raise InputError(f"output location not writable: {output}: {type(e).__name__}: {e}") from e
 
 
 @contextmanager
@@ -55,7 +93,10 @@ def dask_client(manifest: Manifest, quiet: bool = False):
 
     c = manifest.cluster
     if c.address:
-        client = Client(c.address)
+        try:
+            client = Client(c.address)
+        except (OSError, TimeoutError) as e:  # wrong address, scheduler down, firewall
+            raise ClusterError(f"cannot reach the Dask scheduler at {c.address}: {e}") from e
         try:
             yield client
         finally:
@@ -105,6 +146,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
             if progress:
                 progress(len(records), len(specs), rec)
         records.sort(key=lambda r: r["task_id"])
+        _remove_stale_tmp(manifest.output, so)  # every phase-1 task is done: no tmp file is live
         ledger = Ledger()
         for r in records:
             ledger.merge(Ledger.from_dict(r["ledger"]))

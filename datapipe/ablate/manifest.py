@@ -1,0 +1,221 @@
+"""The ablation manifest (``manifests/ablation.yaml``) -> a validated ``AblationManifest``.
+
+Errors name the file, the line and the field, like the main manifest
+(``ablation.yaml:9: mixtures.dirichlet.n: Input should be greater than or equal to 1``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from datapipe.manifest import ManifestError, _expand_env, _line_map, _set, _where
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_weights(v: dict[str, float]) -> dict[str, float]:
+    if any(w < 0 for w in v.values()):
+        raise ValueError("weights must be >= 0")
+    if v and sum(v.values()) <= 0:
+        raise ValueError("weights must not all be 0")
+    return v
+
+
+class Dirichlet(_Strict):
+    """``n`` mixtures drawn from Dirichlet(``concentration`` * K * prior) (RegMix, Liu et al. 2024).
+
+    ``prior``: weights per domain (normalised); empty = the run's natural token shares. A larger
+    ``concentration`` keeps samples closer to the prior; 1.0 with a uniform prior is uniform on
+    the simplex. ``min_weight`` floors each prior share so no domain is never sampled.
+    """
+
+    n: int = Field(8, ge=1)
+    prior: dict[str, float] = {}
+    concentration: float = Field(1.0, gt=0)
+    min_weight: float = Field(0.02, ge=0, lt=1)
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_ok(cls, v):
+        return _check_weights(v)
+
+
+class Grid(_Strict):
+    """Every point of the simplex over the domains whose weights are multiples of ``step``."""
+
+    step: float = Field(0.25, gt=0, le=1)
+
+
+class Mixtures(_Strict):
+    """Candidate mixtures: the union of ``explicit``, ``grid`` and ``dirichlet`` (duplicates once)."""
+
+    explicit: list[dict[str, float]] = []
+    grid: Grid | None = None
+    dirichlet: Dirichlet | None = None
+
+    @field_validator("explicit")
+    @classmethod
+    def _explicit_ok(cls, v):
+        for w in v:
+            _check_weights(w)
+            if not w:
+                raise ValueError("an explicit mixture needs at least one domain weight")
+        return v
+
+    @model_validator(mode="after")
+    def _some(self):
+        if not self.explicit and self.grid is None and self.dirichlet is None:
+            raise ValueError("give at least one of mixtures.explicit, mixtures.grid, mixtures.dirichlet")
+        return self
+
+
+class ExtraEval(_Strict):
+    """An extra held-out set: UTF-8 text files (globs), one document per file, or per line with
+    ``per_line``; tokenized with the run's own tokenizer."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    paths: list[str]
+    per_line: bool = False
+
+
+class Heldout(_Strict):
+    """Held-out sets per domain: the documents whose seeded id hash is below ``fraction``, at most
+    ``max_tokens`` per domain. They are removed from every training set."""
+
+    fraction: float = Field(0.05, gt=0, lt=1)
+    max_tokens: int = Field(200_000, ge=1)
+    extra: list[ExtraEval] = []
+
+
+class Proxy(_Strict):
+    """Built-in proxy: a decoder-only transformer (pre-norm, learned positions, tied embeddings)."""
+
+    layers: int = Field(2, ge=1, le=48)
+    d_model: int = Field(128, ge=8)
+    heads: int = Field(4, ge=1)
+    seq_len: int = Field(256, ge=8)
+    batch_size: int = Field(16, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    warmup_frac: float = Field(0.05, ge=0, lt=1)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    #: Largest number of held-out tokens scored per eval set (speed); the rest are ignored.
+    eval_tokens: int = Field(100_000, ge=1)
+
+    @model_validator(mode="after")
+    def _heads_divide(self):
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by heads {self.heads}")
+        return self
+
+
+class Trainer(_Strict):
+    """``builtin`` (PyTorch proxy) or ``command``: a template run once per mixture, e.g.
+    ``python train.py {train_index} {eval_dir} {out}``; it must write ``{out}/metrics.json``."""
+
+    kind: Literal["builtin", "command"] = "builtin"
+    command: str | None = None
+    timeout_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _cmd(self):
+        if self.kind == "command" and not self.command:
+            raise ValueError("trainer.kind=command needs trainer.command")
+        return self
+
+
+class Analysis(_Strict):
+    """Ranking objective and the RegMix-style regression (Liu et al. 2024, arXiv:2407.01492).
+
+    ``objective``: weights per eval-set name (empty = mean over all eval sets). ``model``:
+    ``linear`` (ridge on the weights) or ``gbm`` (gradient boosting, needs more mixtures).
+    The best mixture is the mean of the ``top_k`` best of ``samples`` simplex points predicted."""
+
+    objective: dict[str, float] = {}
+    model: Literal["linear", "gbm"] = "linear"
+    samples: int = Field(100_000, ge=1)
+    top_k: int = Field(100, ge=1)
+
+    @field_validator("objective")
+    @classmethod
+    def _objective_ok(cls, v):
+        return _check_weights(v)
+
+
+class ClusterCfg(_Strict):
+    """``workers`` > 1 or ``scheduler``: one Dask task per proxy run; else proxies run in-process.
+    ``gpu_resources``: tasks ask for the worker resource ``GPU=1`` (start workers with it)."""
+
+    scheduler: str | None = None
+    workers: int = Field(1, ge=1)
+    threads_per_worker: int = Field(1, ge=1)
+    gpu_resources: bool = False
+
+
+class AblationManifest(_Strict):
+    """Manifest of ``datapipe ablate``. Paths are resolved relative to the working directory."""
+
+    name: str = "ablation"
+    run: str                              # finished run directory (phase 3 done)
+    tokens: str = "tokens"                # token folder under ``run`` (holds index.json)
+    output: str | None = None             # default: RUN/ablation/NAME
+    seed: int = 0
+    domains: list[str] | None = None      # default: every domain of the run
+    mixtures: Mixtures
+    budget_tokens: int = Field(ge=1)      # training tokens per proxy run
+    max_epochs: float = Field(4.0, gt=0)  # repetition cap per domain inside one training set
+    heldout: Heldout = Heldout()
+    proxy: Proxy = Proxy()
+    trainer: Trainer = Trainer()
+    device: str = "auto"                  # auto | cpu | cuda | cuda:N
+    threads: int = Field(1, ge=1)         # torch CPU threads per proxy run
+    analysis: Analysis = Analysis()
+    cluster: ClusterCfg = ClusterCfg()
+    source_file: str | None = None
+
+    def out_dir(self) -> str:
+        return self.output or f"{self.run.rstrip('/')}/ablation/{self.name}"
+
+    def train_fingerprint(self) -> str:
+        """sha256 of what decides a proxy run's result besides its mixture (used for resume)."""
+        keep = {"run": os.path.abspath(self.run), "tokens": self.tokens, "seed": self.seed,
+                "budget_tokens": self.budget_tokens, "max_epochs": self.max_epochs,
+                "heldout": self.heldout.model_dump(), "proxy": self.proxy.model_dump(),
+                "trainer": self.trainer.model_dump()}
+        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
+
+
+def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> AblationManifest:
+    """Read and validate an ablation manifest; ``overrides`` maps dotted keys to values.
+
+    Raises ManifestError naming file, line and field.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data, lines = yaml.safe_load(text), _line_map(text)
+    except OSError as e:
+        raise ManifestError(f"cannot read ablation manifest {source}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ManifestError(f"{source}{f':{mark.line + 1}' if mark else ''}: not valid YAML: "
+                            f"{getattr(e, 'problem', e)}") from e
+    if not isinstance(data, dict):
+        raise ManifestError(f"{source}: an ablation manifest is a YAML mapping (run, mixtures, budget_tokens, ...)")
+    data = _expand_env(data)
+    for key, value in (overrides or {}).items():
+        _set(data, key, value)
+    data["source_file"] = source
+    try:
+        return AblationManifest(**data)
+    except ValidationError as e:
+        raise ManifestError("\n".join(f"{_where(source, lines, err['loc'])}: {err['msg']}"
+                                      for err in e.errors())) from None
