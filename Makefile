@@ -10,7 +10,7 @@ export DATAPIPE_SHARED_CASES ?= $(SHARED)/cases
 DATAPIPE_SAMPLE_DIR ?= $(DATAPIPE_SHARED_DATA)/warc
 LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 
-.PHONY: all install models run test test-slow bench clean help
+.PHONY: all install models run test test-deps test-slow bench clean help
 
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
@@ -43,8 +43,19 @@ models: models/lid.176.ftz
 run: install
 	$(BIN)/datapipe run manifests/cc-2026.yaml --input $(DATAPIPE_SAMPLE_DIR) --output runs/sample
 
-test: install
-	$(BIN)/pytest -q -x --timeout=600
+# Headless Chromium for tests/test_report_browser.py (Debian package; about 1 min on first install).
+# A no-op when it is already there; as non-root it goes through sudo.
+CHROMIUM ?= /usr/bin/chromium
+test-deps:
+	@test -x $(CHROMIUM) || { echo "installing chromium (apt-get)"; \
+	  s=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$s apt-get install -y -q --no-install-recommends chromium >/dev/null \
+	  || { $$s apt-get update -q >/dev/null && $$s apt-get install -y -q --no-install-recommends chromium >/dev/null; }; }
+	@test -x $(CHROMIUM)
+
+# DATAPIPE_REQUIRE_CHROMIUM: under make test the browser test fails instead of skipping.
+test: install test-deps
+	DATAPIPE_REQUIRE_CHROMIUM=1 $(BIN)/pytest -q -x --timeout=600
 
 test-slow: install
 	$(BIN)/pytest -q -m slow --timeout=1800

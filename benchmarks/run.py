@@ -12,7 +12,8 @@ Steps, each a subprocess so that pinning and virtualenvs stay separate:
   3. the whole phase 1: per round, ours (matched chain, full chain) then datatrove's three
      configurations, one run each, pinned; rounds = repetitions;
   4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
-  5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py (one JSON object each).
+  5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py, bench_rules.py (rule
+     families vs datatrove's filters: docs/s and keep/reject agreement) (one JSON object each).
 Every ratio compares two figures of this run; none uses a remembered number.
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ from timing import summarize
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER_PY = HERE / ".venv-datatrove" / "bin" / "python"
-HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py"}
+HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
+           "rules": "bench_rules.py"}  # rules: pins itself to core 0; datatrove peer inside
 HELPER_TIMEOUT_S = 420
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
@@ -184,7 +186,8 @@ def flatten(prefix: str, obj, out: dict) -> None:
 def unit_of(key: str) -> str:
     k = key.rsplit(".", 1)[-1].lower()
     for suffix, unit in (("docs_s", "docs/s"), ("docs_per_s", "docs/s"), ("tokens_per_s", "tokens/s"),
-                         ("tokens_s", "tokens/s"), ("mb_s", "MB/s"), ("seconds", "s"), ("_s", "s"), ("ratio", "x")):
+                         ("tokens_s", "tokens/s"), ("mb_s", "MB/s"), ("seconds", "s"), ("_s", "s"), ("ratio", "x"),
+                         ("pct", "%")):
         if k.endswith(suffix):
             return unit
     return ""

@@ -54,9 +54,16 @@ def _hist(values_by_group: dict, title: str, thresholds=(), bins=40):
     sizes = [len(v) for v in values_by_group.values() if len(v)]
     if sizes and max(sizes) > 20 * min(sizes):
         ax.set_yscale("log")  # rejected rows are few next to kept ones: keep both visible
+    off = []
     for t in thresholds:
+        # A bound far outside the data (e.g. max 100000 words) would squash the bars into one column.
+        if len(allv) and np.ptp(allv) > 0 and not (allv.min() - np.ptp(allv) <= t <= allv.max() + np.ptp(allv)):
+            off.append(f"{t:g}")
+            continue
         ax.axvline(t, color="crimson", linestyle="--", linewidth=1.2)
         ax.text(t, ax.get_ylim()[1] * 0.95, f" {t:g}", color="crimson", fontsize=8, va="top")
+    if off:
+        title += f"; off the chart: {', '.join(off)}"
     ax.set_title(title)
     ax.set_ylabel("documents")
     ax.legend(fontsize=8)
@@ -107,7 +114,14 @@ def figures(run: I.Run, funnel: dict) -> list[tuple[str, str]]:
         vals = _values(run, col)
         if any(len(v) for v in vals.values()):
             figs.append((f"Histogram: {col}", _hist(vals, f"{col} (dashed: thresholds)", ths.get(col, ()))))
-    if "duplicate_of" in run.columns("rejected"):
+    dstats = ((run.ledger_dict.get("phases") or {}).get("dedup") or {}).get("stats") or {}
+    hists = {k: dstats.get(f"{k}_cluster_sizes") or {} for k in ("near", "exact")}
+    if any(hists.values()):  # the dedup phase's own histograms (ledger.json phases.dedup.stats)
+        labels = [f"{k}: size {n}" for k, h in hists.items() for n in sorted(h, key=int)]
+        figs.append(("Near-duplicate clusters", _barh(labels, [h[n] for h in hists.values() for n in sorted(h, key=int)],
+                                                      "Duplicate clusters by size (documents per cluster)",
+                                                      "clusters")))
+    elif "duplicate_of" in run.columns("rejected"):  # runs written before the stats were in the ledger
         t = run.query(f"SELECT count(*) + 1 AS n FROM {run.source('rejected')} WHERE duplicate_of IS NOT NULL GROUP BY duplicate_of")
         if t.num_rows:
             figs.append(("Near-duplicate clusters", _hist({"clusters": t.column("n").to_numpy()},

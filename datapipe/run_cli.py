@@ -6,10 +6,10 @@ import sys
 from urllib.parse import urlsplit
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from datapipe.ledger import Ledger, LedgerError
+from datapipe.progress import RunProgress
 
 
 def add_cli(sub) -> None:
@@ -25,7 +25,8 @@ def add_cli(sub) -> None:
     p.add_argument("--output", help="output directory or URL; replaces the manifest's output")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="use an existing Dask scheduler")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p.add_argument("--dashboard", metavar="HOST:PORT", help="dashboard address of the local cluster")
+    p.add_argument("--dashboard", metavar="HOST:PORT", help="dashboard address of the local cluster; a host other than 127.0.0.1 (e.g. 0.0.0.0:8787) "
+                        "exposes it to the network, without a password (a warning says so)")
     p.add_argument("--output-format", action="append", choices=["parquet", "dolma_jsonl"], metavar="FORMAT",
                    help="parquet (always written) or dolma_jsonl (also OUTPUT/dolma/*.jsonl.zst; repeatable); "
                         "replaces the manifest's output_formats")
@@ -74,22 +75,7 @@ def cmd_run(args) -> int:
         return 2
     out.print(f"datapipe: {len(inputs)} input file(s) -> {manifest.output}")
     show = not args.no_progress and sys.stderr.isatty()
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[records]:,} records"), TimeElapsedColumn(),
-                        console=err, disable=not show)
-    task = progress.add_task("files", total=len(inputs), records=0)
-    running: dict[str, int] = {}  # task id -> records read so far (final count once done)
-
-    def on_records(task_id, n):
-        running[task_id] = max(n, running.get(task_id, 0))
-        progress.update(task, records=sum(running.values()))
-
-    def on_progress(done, total, rec):
-        running[rec["task_id"]] = rec["ledger"]["stages"]["read"]["in"]
-        progress.update(task, completed=done, records=sum(running.values()))
-        if not show:
-            skipped = " (done before, skipped)" if rec.get("skipped") else ""
-            err.print(f"  [{done}/{total}] {rec['task_id']}: {rec['ledger']['stages']['read']['in']} records{skipped}")
+    progress = RunProgress(err, len(inputs), show=show)
 
     def on_dashboard(url):
         out.print(f"Dask dashboard: {url}")
@@ -98,11 +84,13 @@ def cmd_run(args) -> int:
         # The dashboard binds where the scheduler runs; from a laptop, tunnel to that machine.
         out.print(f"  from another machine: ssh -N -L {port}:{host}:{port} USER@{'GATEWAY' if args.scheduler else 'THIS_HOST'}"
                   f" then open http://localhost:{port}/status", highlight=False)
+        out.print(f"  per-stage counters so far: http://localhost:{port}/datapipe", highlight=False)
 
     try:
         with progress:
-            result = runner.run(manifest, inputs, progress=on_progress, on_dashboard=on_dashboard,
-                                on_records=on_records if show else None)
+            result = runner.run(manifest, inputs, progress=progress.progress, on_dashboard=on_dashboard,
+                                on_records=progress.on_records if show else None, on_plan=progress.on_plan,
+                                on_phase=progress.on_phase)
     except runner.ClusterError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 2

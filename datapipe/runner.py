@@ -47,6 +47,25 @@ def _remove_stale_tmp(output: str, storage_options: dict | None) -> None:
                 pass
 
 
+def spec_bytes(specs, storage_options: dict | None) -> dict[str, int]:
+    """Input bytes each phase-1 task reads: a JSONL part its byte range, else the file's size
+    shared evenly by its parts (Parquet row-group parts: close enough for a progress bar)."""
+    from fsspec.core import url_to_fs
+
+    sizes: dict[str, int] = {}
+    parts: dict[str, int] = {}
+    for s in specs:
+        parts[s.input] = parts.get(s.input, 0) + 1
+        if s.input not in sizes:
+            try:
+                fs, p = url_to_fs(s.input, **(storage_options or {}))
+                sizes[s.input] = int(fs.size(p) or 0)
+            except Exception:  # noqa: BLE001 - unknown size (e.g. no HEAD): the bar just lacks it
+                sizes[s.input] = 0
+    return {s.task_id: (s.part[1] - s.part[0]) if s.part and s.input_format == "jsonl"
+            else sizes[s.input] // parts[s.input] for s in specs}
+
+
 class ClusterError(RuntimeError):
     """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached."""
 
@@ -86,6 +105,14 @@ def check_output_writable(output: str, storage_options: dict | None = None) -> N
         raise InputError(f"output location not writable: {output}: {type(e).__name__}: {e}") from e
 
 
+def dashboard_exposed(address: str | None) -> bool:
+    """True when a dashboard address binds beyond loopback (``:8787`` and ``0.0.0.0:8787`` bind every interface)."""
+    if not address:
+        return False
+    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
+    return host not in ("127.0.0.1", "localhost", "::1")
+
+
 @contextmanager
 def dask_client(manifest: Manifest, quiet: bool = False):
     """A ``distributed.Client`` for the manifest's cluster section (LocalCluster by default)."""
@@ -103,6 +130,10 @@ def dask_client(manifest: Manifest, quiet: bool = False):
             client.close()
         return
     n = c.workers or os.cpu_count() or 1
+    if dashboard_exposed(c.dashboard_address):
+        log.warning("the Dask dashboard listens on %s: anyone who reaches this host can watch the run "
+                    "(task names, file paths, counters) without a password; the default is 127.0.0.1 "
+                    "(reach it through an SSH tunnel)", c.dashboard_address)
     # Worker processes must be able to start the extraction sandbox subprocess.
     cluster = LocalCluster(n_workers=n, threads_per_worker=c.threads_per_worker, processes=True,
                            memory_limit=c.memory_limit, dashboard_address=c.dashboard_address,
@@ -116,9 +147,10 @@ def dask_client(manifest: Manifest, quiet: bool = False):
 
 
 def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None,
-        on_records=None) -> RunResult:
+        on_records=None, on_plan=None, on_phase=None) -> RunResult:
     """Run the whole job. ``progress(done, total, record)`` is called as files finish;
-    ``on_records(task_id, records_read)`` while they run."""
+    ``on_records(task_id, records_read)`` while they run; ``on_plan({task_id: input bytes})``
+    once phase 1 is planned; ``on_phase(phase, step)`` as steps of the later phases start."""
     t0 = time.time()
     if inputs is None:
         inputs = check_before_work(manifest)
@@ -128,14 +160,20 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     fp = chain_fingerprint(stages, {"format": mi.format, "preset": mi.preset, "fields": mi.fields})
     specs = plan_specs(inputs, manifest.output, stages, fp, mi.format, mi.preset, mi.fields,
                        mi.split_bytes, manifest.batch_size, so)  # large text files -> several tasks
+    if on_plan:
+        on_plan(spec_bytes(specs, so))
     with dask_client(manifest) as client:
+        from datapipe import monitor
+
+        monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
         dashboard = client.dashboard_link
         if on_dashboard:
             on_dashboard(dashboard)
         from distributed import as_completed
 
         if on_records:  # live record counts from running tasks (see task._report_progress)
-            client.subscribe_topic(PROGRESS_TOPIC, lambda ev: on_records(ev[1]["task"], ev[1]["records"]))
+            client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
+                                   and on_records(ev[1]["task"], ev[1]["records"]))
 
         futures = [client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
                                  retries=manifest.cluster.retries, pure=False) for s in specs]
@@ -156,13 +194,21 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         if dedup is not None:
             from datapipe.stages.dedup.phase2 import run_dedup
 
-            counts = run_dedup(client, manifest.output, dedup, so)
+            counts = run_dedup(client, manifest.output, dedup, so,
+                               progress=on_phase and (lambda step: on_phase("dedup", step)))
             for name, c in counts.items():  # dedup_exact, dedup_lines, dedup_near: they chain
                 ledger.stages[name] = c
-            phases["dedup"] = {k: v.to_dict() for k, v in counts.items()}
+            client.log_event(PROGRESS_TOPIC, {"task": "phase:dedup", "run": manifest.output, "stages": {
+                k: [c.n_in, c.kept, c.n_rejected, c.n_errored] for k, c in counts.items()}})
+            from datapipe.stages.dedup.phase2 import load_stats
+
+            # Step counts plus the marker's stats (cluster-size histograms, pairs, rounds) for the report.
+            phases["dedup"] = {**{k: v.to_dict() for k, v in counts.items()}, "stats": load_stats(manifest.output, so)}
         if "dolma_jsonl" in manifest.output_formats:
             from datapipe.io.dolma_export import export_dolma
 
+            if on_phase:
+                on_phase("export", "dolma_jsonl")
             phases["dolma_jsonl"] = export_dolma(manifest.output, manifest.name, so, client)
         tok = manifest.section("tokenize")
         if tok is not None:
@@ -170,7 +216,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
             from datapipe.stages.mix_tokenize import run_mix_tokenize
 
             mix = manifest.section("mix") or MixConfig()
-            phases["tokenize"] = run_mix_tokenize(client, manifest.output, mix, tok, so)
+            phases["tokenize"] = run_mix_tokenize(client, manifest.output, mix, tok, so,
+                                                  progress=on_phase and (lambda step: on_phase("tokenize", step)))
     ledger.check()
     result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phases)
     write_json_atomic(join(manifest.output, "ledger.json"),

@@ -201,12 +201,19 @@ def _run_batch(items: list[ReadItem], chain: list[Stage], ledger: Ledger, out: _
 PROGRESS_TOPIC = "datapipe-progress"
 
 
-def _report_progress(task_id: str, records: int) -> None:
-    """Tell the client how far this task has read (Dask structured events; no-op outside a worker)."""
+def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[int] | None = None) -> None:
+    """Tell the client and the scheduler (datapipe.monitor) how far this task has got: records read
+    and its ledger so far, per stage ``[in, kept, rejected, errored]`` (cumulative, so a retry
+    replaces its dead attempt). ``read`` holds the read stage's counts while it is still open.
+    Dask structured events; a no-op outside a worker."""
+    stages = {k: [v.n_in, v.kept, v.n_rejected, v.n_errored] for k, v in ledger.stages.items()}
+    if read is not None:
+        stages["read"] = read
     try:
         from distributed import get_worker
 
-        get_worker().log_event(PROGRESS_TOPIC, {"task": task_id, "records": records})
+        get_worker().log_event(PROGRESS_TOPIC, {"task": spec.task_id, "run": spec.output,
+                                                "records": records, "stages": stages})
     except (ImportError, ValueError):
         pass
 
@@ -217,6 +224,7 @@ def run_file_task(spec: TaskSpec) -> dict:
     done = read_json(marker_url, spec.storage_options)
     if done and done.get("fingerprint") == spec.fingerprint:
         done["skipped"] = True
+        _report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
         return done
     chain = build_chain(spec.stages)
     schema = document_schema(chain)
@@ -239,7 +247,8 @@ def run_file_task(spec: TaskSpec) -> dict:
                 if len(batch) >= spec.batch_size:
                     _run_batch(batch, chain, ledger, out, in_schema)
                     batch = []
-                    _report_progress(spec.task_id, n_read)
+                    n_rr, n_re = len(read_rej), len(read_err)
+                    _report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re])
             elif item.status == "rejected":
                 read_rej.append(item.reason)
             else:
@@ -257,6 +266,7 @@ def run_file_task(spec: TaskSpec) -> dict:
     except BaseException:
         out.abort()
         raise
+    _report_progress(spec, n_read, ledger)
     record = {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
               "files": files, "ledger": ledger.to_dict(), "seconds": round(time.perf_counter() - t0, 3)}
     write_json_atomic(marker_url, record, spec.storage_options)

@@ -10,6 +10,7 @@ STAGE_MODULES = [
     "datapipe.stages.fineweb",
     "datapipe.stages.dedup.signatures",
     "datapipe.stages.safety",
+    "datapipe.stages.profanity",
     "datapipe.stages.pii",
     "datapipe.stages.quality_classifier",
 ]

@@ -7,8 +7,11 @@ Wikipedia-style citation markers ``[1]``, ``[edit]``, ``[citation needed]`` are 
 lines are dropped:
 
 * lines not ending in terminal punctuation (period, exclamation mark, question mark, end quotation
-  mark; plus their CJK/Devanagari/Arabic forms, see ``words.TERMINAL``);
-* lines with fewer than 3 words (word units of ``words``: characters for zh/ja/th);
+  mark; plus their CJK/Devanagari/Arabic forms, see ``words.TERMINAL``), and lines ending in an
+  ellipsis ``...``/``…`` (the reference code drops those too);
+* lines with fewer than 3 words, counted as the reference code does, ``len(line.split())``:
+  whitespace tokens, so ``=`` or ``|`` count (``words.count_tokens``; each Han/kana/Thai unit is a
+  token for zh/ja/th);
 * lines containing "javascript" (any case);
 * lines containing "terms of use", "privacy policy", "cookie policy", "uses cookies",
   "use of cookies" or "use cookies" (any case; English phrases, which simply never match elsewhere).
@@ -20,7 +23,8 @@ cannot be replayed from columns (only the page-level decisions can, via ``decide
 **Page-level rejections** (checked in this order):
 
 * ``c4:lorem_ipsum``: "lorem ipsum" (any case) in a line that passed the punctuation and length rules;
-* ``c4_curly_bracket``: a ``{`` or ``}`` in such a line (C4 removes pages with curly brackets as
+* ``c4_curly_bracket``: a ``{`` or ``}`` in such a line that is not a javascript line (the reference
+  code drops javascript lines before its brace test; C4 removes pages with curly brackets as
   likely code). This reason is spelled with an underscore because case B18 fixes that name; all
   other reasons of this project use ``stage:rule``;
 * ``c4:bad_words``: a word or phrase of the LDNOOBW list for the document's language in the
@@ -29,7 +33,14 @@ cannot be replayed from columns (only the page-level decisions can, via ``decide
   substrings, ignoring one-character entries (``乳`` would hit "牛乳", milk);
 * ``c4:min_sentences``: fewer than 5 sentences left after cleaning (sentence ends: see ``words``).
 
-Not done here: C4's three-sentence-span deduplication across the corpus (that is dedup's job).
+Not done here: C4's three-sentence-span deduplication across the corpus (that is dedup's job), and
+the reference code's drop of lines holding a "word" over 1,000 characters.
+
+**Against datatrove 0.10.1's ``C4QualityFilter``** (a port of the same reference code;
+``benchmarks/bench_rules.py`` measures agreement on the real pages): it has no bad-words rule (its
+``C4BadWordsFilter`` does that), tests ``{`` only, takes only ``. ? ! " '`` as line ends, and
+counts sentences with spaCy's sentencizer where we use the regex of ``words`` (C4 used NLTK punkt;
+all three split "Dr. Pinder" differently without their abbreviation data).
 """
 from __future__ import annotations
 
@@ -44,6 +55,7 @@ from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_col
 from datapipe.stages import words as W
 
 _CITATION_RE = r"(?i)[ \t]*\[(?:\d+|edit|citation needed)\]"
+_ELLIPSIS_END = r"(?:\.\.\.|…)$"
 _POLICY_RE = r"(?i)terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies"
 
 
@@ -150,14 +162,16 @@ def clean(texts, config: C4Config, bad_words: BadWords | None = None, langs=None
         flat = pc.utf8_trim_whitespace(pc.replace_substring_regex(flat, _CITATION_RE, ""))
     ok = np.ones(len(flat), dtype=bool)
     if config.filter_no_terminal_punct:
-        ok &= W.ends_with_terminal(flat)
+        # c4_utils: `not line.endswith(_END_MARKS) or line.endswith(_ELLIPSIS)`: "..." is no end.
+        ok &= W.ends_with_terminal(flat) & ~pc.match_substring_regex(flat, _ELLIPSIS_END).to_numpy(zero_copy_only=False)
     if config.min_words_per_line is not None:
-        ok &= W.lengths(W.split_words(flat)) >= config.min_words_per_line
-    # Page-level markers are looked for in the lines that survive punctuation and length.
+        ok &= W.count_tokens(flat) >= config.min_words_per_line
+    # Page-level markers, in c4_utils' order: lorem ipsum in a line that passed punctuation and
+    # length; then javascript lines go; then a brace in what is left; then policy lines go.
     lorem = ok & pc.match_substring(flat, "lorem ipsum", ignore_case=True).to_numpy(zero_copy_only=False)
-    curly = ok & pc.match_substring_regex(flat, r"[{}]").to_numpy(zero_copy_only=False)
     if config.filter_javascript:
         ok &= ~pc.match_substring(flat, "javascript", ignore_case=True).to_numpy(zero_copy_only=False)
+    curly = ok & pc.match_substring_regex(flat, r"[{}]").to_numpy(zero_copy_only=False)
     if config.filter_policy:
         ok &= ~pc.match_substring_regex(flat, _POLICY_RE).to_numpy(zero_copy_only=False)
     kept_per_row = W.per_row_sum(ok, rows, n_rows).astype(np.int64)

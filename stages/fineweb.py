@@ -18,6 +18,14 @@ Lines are non-blank stripped lines (``words.split_lines``). Reject, in this orde
   of ``words`` (characters for zh/ja/th, which makes the ratio lenient there).
 
 The stage never changes the text. ``decide`` recomputes a verdict from the stored columns.
+
+**Against datatrove 0.10.1's ``FineWebQualityFilter``** (deliberate; agreement measured by
+``benchmarks/bench_rules.py`` on the English real pages): its lines are not stripped, so
+"...sale.\xa0" does not end in punctuation there and "    Photo: AP" is not a duplicate of
+"Photo: AP"; its duplicate-character ratio divides by ``len(text)`` without ``\n`` (spaces included);
+its terminal marks (``TERMINAL_PUNCTUATION``) leave out closing quotes and ``…``, so a line ending
+``...he said."`` is unpunctuated there; its list ratio divides by spaCy tokens (punctuation
+included). Every disagreement measured on the real pages traces to stripping or the quotes.
 """
 from __future__ import annotations
 

@@ -198,6 +198,18 @@ class GopherRepetition(Stage):
     are not lines. Applies to every language: line and paragraph duplication need no words, and
     n-grams run over the word units of ``words`` (characters for zh/ja/th, where the n-gram rules
     are thus stricter than for word-segmented text: a 5-character n-gram is about 3 Chinese words).
+
+    **Against datatrove 0.10.1's ``GopherRepetitionFilter``** (deliberate; agreement measured by
+    ``benchmarks/bench_rules.py``): (1) it splits lines on ``\n+`` without stripping and paragraphs
+    on ``\n{2,}``, so whitespace-only lines (``\xa0`` spacers) count as duplicated lines and
+    paragraphs: a page of prose with 105 ``\xa0`` spacer paragraphs has a duplicate-paragraph
+    fraction of 0.80 there and 0.04 here; (2) its character fractions divide by ``len(text)``
+    (whitespace and punctuation included) while its duplicate n-gram numerator joins words without
+    spaces, so its n-gram fractions run ~20-30% below ours, which use word characters on both sides;
+    (3) its "most frequent n-gram" may occur once, so tiny pages (< 25 words) fail the top n-gram
+    rules there, here an n-gram seen once is no repetition (fraction 0); (4) spaCy tokens keep
+    punctuation as n-gram members. The paper defines the fractions over the document's characters
+    without saying more; ours is the self-consistent reading.
     """
 
     name = "gopher_repetition"
@@ -291,11 +303,14 @@ def quality_signals(texts, langs, config: QualityConfig) -> dict[str, np.ndarray
     alpha = W.per_row_sum(W.has_letter(flat), rows, n_rows)
     lower = pc.utf8_lower(flat)
     stop = np.full(n_rows, np.nan)
+    first = None
     for lang, stop_words in config.stop_words.items():
         in_lang = np.array([x == lang for x in langs], dtype=bool)
         if in_lang.any():
             hit = pc.is_in(lower, value_set=pa.array(stop_words, pa.string())).to_numpy(zero_copy_only=False)
-            stop[in_lang] = W.per_row_sum(hit, rows, n_rows)[in_lang]
+            if first is None:  # distinct words: count a stop word at its first occurrence only
+                first = ~W.duplicate_mask(W.string_ids(lower), rows)
+            stop[in_lang] = W.per_row_sum(hit & first, rows, n_rows)[in_lang]
     lines_denom = np.maximum(n_lines, 1)
     return {
         "gopher_word_count": n_words,
@@ -322,10 +337,29 @@ class GopherQuality(Stage):
     * > 90% of lines start with a bullet (``bullet_lines``, glyphs in ``BULLET_RE``);
     * > 30% of lines end with ``...`` or ``…`` (``ellipsis_lines``);
     * < 80% of words contain an alphabetic character (``alpha_words``; Han/kana count as letters);
-    * < 2 occurrences of the stop words the, be, to, of, and, that, have, with (``stop_words``).
+    * < 2 *distinct* words of the, be, to, of, and, that, have, with (``stop_words``), case-folded:
+      the paper's "at least two of the following English words"; datatrove counts distinct words
+      too (``len(stop_words & set(words))``) but case-sensitively, so "The" is none for it.
       English only: the list is English, so the rule is skipped (signal null) for other languages
-      unless the manifest gives ``stop_words`` for them. Counted as occurrences, so "the ... the"
-      passes, as in the CS336 and datatrove readings of the paper's "at least two of".
+      unless the manifest gives ``stop_words`` for them.
+
+    **CS336 A4's "``...too long of a text. `` x 5,000 -> keep"** is not what the full rules give, and
+    we keep the full rules. Arithmetic: each repetition holds 5 words (too, long, of, a, text; the
+    "..." and "." are not words), so 25,000 words: the length rule passes. But the mean word length
+    is (3 + 4 + 2 + 1 + 4) / 5 = 2.8 < 3 -> ``mean_word_length``; and were that rule off, 5,000
+    ellipses / 25,000 words = 0.2 > 0.1 -> ``ellipsis_ratio``, and only one distinct stop word
+    ("of") -> ``stop_words``. CS336's reference checks only a subset of the rules. datatrove 0.10.1
+    agrees with us: ``GopherQualityFilter`` rejects it (``gopher_below_avg_threshold``; with that
+    rule off, ``gopher_too_many_ellipsis``) and ``GopherRepetitionFilter`` rejects it too
+    (``top_2_gram``). Checked in tests/test_gopher.py::test_cs336_too_long.
+
+    **Against datatrove 0.10.1's ``GopherQualityFilter``** (measured by ``benchmarks/bench_rules.py``
+    on the English real pages): it splits words with spaCy, whose punctuation tokens stay in the
+    denominator of its alphabetic-words ratio (while its word count and mean length leave them out),
+    so prose with ~15% punctuation tokens falls under 0.8: nearly all of our disagreements are pages
+    it rejects as ``gopher_below_alpha_threshold`` whose words (punctuation is not a word, Rae et
+    al.) are > 89% alphabetic. It also counts blank lines in the bullet and ellipsis line ratios;
+    we do not ("blank lines are not lines").
     """
 
     name = "gopher_quality"

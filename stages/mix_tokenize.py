@@ -152,7 +152,7 @@ def _shard_cuts(keys: np.ndarray, ntok: np.ndarray, budget: int) -> list[int]:
 
 
 def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeConfig,
-                     storage_options: dict | None = None) -> dict:
+                     storage_options: dict | None = None, progress=None) -> dict:
     """Run phase 3 over ``run_dir/documents/*.parquet`` on the Dask ``client``; return counts.
 
     Writes ``run_dir/<tokenize.output>/shard-NNNNN.parquet`` (schema ``token_schema``), its
@@ -161,8 +161,10 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     Returned dict: ``fingerprint``, ``skipped``, ``documents_in``, ``documents_sampled`` (distinct
     docs with >= 1 copy), ``rows`` (copies written), ``tokens``, ``tokens_per_domain``,
     ``available_tokens_per_domain``, ``docs_per_domain``, ``shards``, ``dtype``, ``plan``, ``seconds``.
+    ``progress(step)``, if given, is called with a step's name as it starts (for the CLI).
     """
     t0 = time.time()
+    progress = progress or (lambda step: None)
     so = storage_options or {}
     fs, root = fsspec.core.url_to_fs(run_dir, **so)
     root = root.rstrip("/")
@@ -189,6 +191,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     sampled = [f"{work}/sampled/{n}.parquet" for n in names]
     tcfg, mcfg = tokenize.model_dump(), mix.model_dump()
     payload = client.scatter(_payload(tokenize), broadcast=True, hash=False)
+    progress("tokenize documents")
 
     counts = client.gather(client.map(_encode_file, [url(p) for p in inputs], [url(p) for p in enc],
                                       tok_cfg=tcfg, mix_cfg=mcfg, payload=payload, so=so, pure=False))
@@ -201,6 +204,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     plan = plan_mixture(avail, mix)
     rates = {d: p["rate"] for d, p in plan["domains"].items()}
 
+    progress("sample the mixture")
     keyed = client.gather(client.map(_sample_file, [url(p) for p in enc], [url(p) for p in sampled],
                                      rates=rates, seed=mix.seed, so=so, pure=False))
     keys = np.concatenate([k[0] for k in keyed]) if keyed else np.zeros(0, np.int64)
@@ -208,6 +212,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     lows = _shard_cuts(keys, ntok, tokenize.shard_tokens)
     highs = lows[1:] + [None]
     shard_paths = [url(f"{out}/shard-{i:05d}.parquet") for i in range(len(lows))]
+    progress("write token shards")
     shards = client.gather(client.map(_write_shard, list(range(len(lows))), lows, highs, shard_paths,
                                       sampled=[url(p) for p in sampled], dtype=tok.dtype.name,
                                       tok_cfg=tcfg, so=so, pure=False))

@@ -102,3 +102,22 @@ def test_wiki_reference_is_rejected_only_by_the_word_list(data_dir):
     assert r["reject_reason"] == "c4:bad_words"
     assert run([text], filter_bad_words=False)[0]["reject_reason"] is None
     assert registry()["c4"] is c4.C4
+
+
+def test_reference_code_line_rules():
+    """Line rules as TFDS c4_utils (and datatrove's port) write them."""
+    text = "\n".join([
+        "We waited and waited for news...",    # ends in "...": dropped (c4_utils drops ellipsis lines)
+        "Then it came to us…",                 # "…" too: dropped
+        "x = y.",                              # 3 whitespace tokens ("=" counts): kept
+        "Please enable JavaScript {now}.",     # javascript line: dropped before the brace test
+    ])
+    r = run([text], min_sentences=1)[0]
+    assert r["c4_lines_kept"] == 1 and r["c4_curly_bracket"] is False and r["reject_reason"] is None
+    assert r["text"] == "x = y."
+
+
+def test_title_abbreviation_is_no_sentence_end():
+    # "Dr." and "Mrs." precede names: 2 sentence ends, not 4.
+    assert c4.W.count_sentences(["We met Dr. Amanda Pinder today. Mrs. Young came too."]).tolist() == [2]
+    assert c4.W.count_tokens(["URL = f\"x{q}\"", "日本語", ""]).tolist() == [3, 3, 0]

@@ -1,6 +1,6 @@
 """The main job on an existing Dask cluster (``dask scheduler`` + two ``dask worker`` processes on
 127.0.0.1, started as subprocesses) equals a LocalCluster run; shards are byte-identical across
-1 worker, 2 workers, the external cluster and a rerun."""
+1 worker, 2 workers and the external cluster (three separate runs)."""
 from __future__ import annotations
 
 import json
@@ -59,9 +59,6 @@ def _check_external_equals_local(data_dir, tmp, names):
     for f in files:
         if f.name != "resiliparse_clipped.warc.gz":
             assert per_task[f.name] == sum(warcio_record_counts(f).values()), f.name
-    # A rerun into a fresh output gives the same bytes again.
-    run_local(files, tmp / "rerun", workers=2)
-    assert file_bytes(tmp / "rerun", "documents") == file_bytes(tmp / "local2", "documents")
 
 
 def test_external_cluster_equals_local_cluster(data_dir, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -128,3 +129,32 @@ def test_lsh_s_curve():
         assert abs(hit.mean() - p) <= 4 * sd + 0.01, (s, hit.mean(), p)
         # the signature agreement rate estimates s itself
         assert abs((sa == sb).mean() - s) < 0.03
+
+
+def test_kernel_normalization_equals_normalize_text_on_every_code_point():
+    """The kernel re-implements casefold/invisible/whitespace on UTF-8 bytes: its collapsed text
+    must be normalize_text's, for every code point (in a word, next to ASCII) and on real text."""
+    from datapipe.stages.dedup.kernel import TABLE_SIZE
+    from datapipe.stages.dedup.minhash import poly64_signatures
+    from datapipe.stages.dedup.normalize import nfkc
+
+    assert all(chr(c).casefold() == chr(c) and not chr(c).isspace() for c in range(TABLE_SIZE, sys.maxunicode + 1))
+    texts = [f"Ab{chr(c)}Cd x{chr(c)}" for c in range(sys.maxunicode + 1)] + _cc_texts() + ["", " \u3000 "]
+    _, valid, norm = poly64_signatures([nfkc(t) for t in texts])
+    expected = [normalize_text(t).encode("utf-8", "surrogatepass") for t in texts]
+    assert [i for i, (a, b) in enumerate(zip(norm, expected)) if a != b] == []
+    assert valid.tolist() == [bool(e) for e in expected]
+
+
+def test_exact_jaccard_kernel_matches_python_sets():
+    from datapipe.stages.dedup.kernel import pair_jaccard
+    from datapipe.stages.dedup.minhash import shingle_sets
+
+    norm = [normalize_text(t) for t in _cc_texts()[:40]] + ["one two", ""]
+    vals, off = shingle_sets(norm, 5)
+    sets = [set(shingles(t, 5)) for t in norm]
+    ia, ib = np.repeat(np.arange(len(norm)), len(norm)), np.tile(np.arange(len(norm)), len(norm))
+    got = pair_jaccard(vals, off, ia, vals, off, ib)
+    want = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) if sets[a] | sets[b] else 0.0 for a, b in zip(ia, ib)]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    assert np.diff(off).tolist() == [len(s) for s in sets]

@@ -59,7 +59,7 @@ def _assert_rows_match_ledger(out, led):
 def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
     inputs = tmp_path / "in"
     inputs.mkdir()
-    long_one = _first_records(data_dir / "warc" / "realpages-1171.warc.gz", 300, inputs / "realpages-300.warc.gz")
+    long_one = _first_records(data_dir / "warc" / "realpages-1171.warc.gz", 200, inputs / "realpages-200.warc.gz")
     for n in ("whirlwind_CC-MAIN-2024-22.warc.gz", "dolma_wget_sample-0001.warc.gz"):
         shutil.copy(data_dir / "warc" / n, inputs / n)
     files = sorted(inputs.iterdir())
@@ -76,10 +76,10 @@ def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
         victim = None
         deadline = time.time() + 120
         while time.time() < deadline and victim is None:
-            partial = list((out / "documents").glob("realpages-300-*.parquet.tmp-*")) if (out / "documents").exists() else []
+            partial = list((out / "documents").glob("realpages-200-*.parquet.tmp-*")) if (out / "documents").exists() else []
             if partial:  # the long task has written part of its shard: it is mid-way
                 for addr, keys in c.processing().items():
-                    if any("realpages-300" in str(k) for k in keys):
+                    if any("realpages-200" in str(k) for k in keys):
                         victim = addr
             time.sleep(0.05)
         assert victim, "the long task was never seen mid-way"

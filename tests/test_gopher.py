@@ -185,3 +185,14 @@ def test_registered_and_keeps_earlier_reason():
     assert registry()["gopher_repetition"] is gopher.GopherRepetition
     t = table(["the be " * 100]).append_column("reject_reason", pa.array(["earlier"], pa.string()))
     assert gopher.GopherQuality()(t).column("reject_reason").to_pylist() == ["earlier"]
+
+
+def test_stop_words_are_distinct_and_case_folded():
+    # 9 words x 6 = 54 words, mean length 39/9 = 4.33; the only stop word is "the" (12 times):
+    # one distinct stop word < 2 -> rejected (the paper's "at least two of").
+    text = "the quick brown foxes jumped over the lazy dogs " * 6
+    r = quality(text)
+    assert r["gopher_stop_word_count"] == 1 and r["reject_reason"] == "gopher_quality:stop_words"
+    # "The" (capital) and "and" are two distinct stop words once case-folded -> kept.
+    r = quality("The quick brown foxes jumped over lazy dogs and " * 6)
+    assert r["gopher_stop_word_count"] == 2 and r["reject_reason"] is None

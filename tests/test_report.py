@@ -71,3 +71,75 @@ def test_report_failure_does_not_fail_the_run(data_dir, tmp_path, monkeypatch, c
     res = _run([data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz"], tmp_path)
     assert res.report is None and (tmp_path / "ledger.json").exists()
     assert "run report not written: RuntimeError: no plots today" in caplog.text
+
+
+# --- the report as a user sees it: Debian's chromium (make test-deps), driven by playwright ---
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def page_in_chromium(run_dir, tmp_path):
+    import os
+
+    if not os.access(CHROMIUM, os.X_OK):
+        if os.environ.get("DATAPIPE_REQUIRE_CHROMIUM"):  # set by make test, which installs it
+            pytest.fail(f"{CHROMIUM} missing: make test-deps installs it")
+        pytest.skip(f"{CHROMIUM} missing (make test-deps)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        # A fresh profile dir; the page's own files are read offline (no network route is allowed).
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1100, "height": 900}, offline=True)
+        try:
+            page = browser.new_page()
+            page.goto((run_dir / "report.html").as_uri(), wait_until="load")
+            yield page
+        finally:
+            browser.close()
+
+
+def test_report_renders_in_chromium(page_in_chromium, run_dir, tmp_path):
+    from PIL import Image
+
+    page = page_in_chromium
+    src = (run_dir / "report.html").read_text()
+    n_imgs = src.count("<img ")
+    assert n_imgs >= 6
+    # Every plot decoded by the browser (naturalWidth) and laid out with a visible size.
+    state = page.evaluate("() => [...document.images].map(i => ({alt: i.alt, ok: i.complete,"
+                          " w: i.naturalWidth, h: i.naturalHeight, shown: i.getBoundingClientRect().width}))")
+    assert len(state) == n_imgs
+    for im in state:
+        assert im["ok"] and im["w"] > 100 and im["h"] > 50 and im["shown"] > 100, im
+    # What is painted where each plot sits is a drawing, not an empty box: many colours, mostly not white.
+    for k, el in enumerate(page.query_selector_all("img")):
+        shot = tmp_path / f"img{k}.png"
+        el.screenshot(path=str(shot))
+        px = Image.open(shot).convert("RGB")
+        colours = px.getcolors(maxcolors=1 << 20)
+        non_white = sum(n for n, c in colours if min(c) < 240) / (px.width * px.height)
+        assert len(colours) > 20 and non_white > 0.01, (state[k]["alt"], len(colours), non_white)
+    page.screenshot(path=str(run_dir / "report-screenshot.png"), full_page=True)  # kept for a look by eye
+
+
+def test_report_numbers_in_chromium_equal_ledger(page_in_chromium, run_dir):
+    led = json.loads((run_dir / "ledger.json").read_text())
+    # The text the browser renders, read cell by cell (innerText: what a reader sees).
+    rows = page_in_chromium.evaluate(
+        "() => [...document.querySelectorAll('#funnel tr.stage')].map(r => ({stage: r.cells[0].innerText,"
+        " nums: [...r.querySelectorAll('td[data-key]')].map(c => [c.dataset.key, c.innerText]),"
+        " reasons: [...r.querySelectorAll('span[data-reason]')].map(s => [s.dataset.reason, s.innerText])}))")
+    assert [r["stage"] for r in rows] == list(led["stages"])
+    for r in rows:
+        s = led["stages"][r["stage"]]
+        assert dict(r["nums"]) == {"in": str(s["in"]), "kept": str(s["kept"]),
+                                   "rejected": str(sum(s["rejected"].values())),
+                                   "errored": str(sum(s["errored"].values()))}
+        assert {k: int(v) for k, v in r["reasons"]} == {**s["rejected"], **s["errored"]}
+    totals = page_in_chromium.inner_text("#totals")
+    t = led["totals"]
+    assert totals.split() == f"records in {t['in']}, kept {t['kept']}, rejected {t['rejected']}, errored {t['errored']}".split()

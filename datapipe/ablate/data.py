@@ -221,6 +221,19 @@ def natural_shares(pool: Pool) -> dict[str, float]:
     return {d: (n / total if total else 0.0) for d, n in a.items()}
 
 
+def vocab_map(pool: Pool, vocab_size: int, size: int) -> np.ndarray:
+    """int64 [vocab_size] lookup: the ``size - 1`` ids most frequent in the training pool -> 0..size-2
+    (by falling count, ties by id), every other id -> ``size - 1``."""
+    counts = np.zeros(vocab_size, np.int64)
+    for t in pool.train.values():
+        ids = t.column("input_ids").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        counts += np.bincount(ids.astype(np.int64), minlength=vocab_size)[:vocab_size]
+    top = np.lexsort((np.arange(vocab_size), -counts))[: size - 1]
+    table = np.full(vocab_size, size - 1, np.int64)
+    table[top] = np.arange(len(top))
+    return table
+
+
 def read_flat_tokens(index_path: Path, limit: int | None = None) -> np.ndarray:
     """All ids of a token-set folder's shards back to back (index order), at most ``limit``; int64."""
     index = json.loads(Path(index_path).read_text())

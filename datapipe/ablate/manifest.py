@@ -109,6 +109,10 @@ class Proxy(_Strict):
     dropout: float = Field(0.0, ge=0, lt=1)
     #: Largest number of held-out tokens scored per eval set (speed); the rest are ignored.
     eval_tokens: int = Field(100_000, ge=1)
+    #: None: the run's whole vocabulary. N: the N-1 ids most frequent in the training pool keep
+    #: their own output, every other id shares one (a far smaller output layer for CPU proxies;
+    #: losses are then comparable only between runs with the same setting).
+    vocab_size: int | None = Field(None, ge=2)
 
     @model_validator(mode="after")
     def _heads_divide(self):
@@ -176,7 +180,7 @@ class AblationManifest(_Strict):
     proxy: Proxy = Proxy()
     trainer: Trainer = Trainer()
     device: str = "auto"                  # auto | cpu | cuda | cuda:N
-    threads: int = Field(1, ge=1)         # torch CPU threads per proxy run
+    threads: int = Field(1, ge=1)         # torch CPU threads per proxy run (oversubscribing is slow)
     analysis: Analysis = Analysis()
     cluster: ClusterCfg = ClusterCfg()
     source_file: str | None = None

@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from datapipe.ablate.data import load_pool, materialize, natural_shares, write_eval_sets
+from datapipe.ablate.data import load_pool, materialize, natural_shares, vocab_map, write_eval_sets
 from datapipe.ablate.manifest import AblationManifest
 from datapipe.ablate.mixtures import candidates, mixture_id
 
@@ -47,7 +47,7 @@ def run_one(spec: dict) -> dict:
         else:
             m = train_builtin(Path(spec["train_index"]), Path(spec["eval_dir"]), spec["eval_names"],
                               Proxy(**spec["proxy"]), spec["budget_tokens"], spec["seed"], spec["device"],
-                              spec["threads"])
+                              spec["threads"], spec.get("vocab_map"))
     except Exception as e:  # noqa: BLE001 - one bad mixture must not lose the others' results
         return {"mixture_id": spec["mixture_id"], "error": f"{type(e).__name__}: {e}"}
     rec = {"mixture_id": spec["mixture_id"], "key": spec["key"], "weights": spec["weights"],
@@ -122,6 +122,13 @@ def run_ablation(m: AblationManifest, log=print) -> dict:
         sets = write_eval_sets(pool, m.heldout.extra, eval_dir)
         _write_json({"key": key, "sets": {k: v["total_tokens"] for k, v in sets.items()}}, done_marker)
     eval_names = list(json.loads(done_marker.read_text())["sets"])
+    vmap_path = None
+    if m.proxy.vocab_size and m.trainer.kind == "builtin":
+        import numpy as np
+
+        vmap_path = out / f"vocab_map-{key[:12]}.npy"
+        if not vmap_path.is_file():
+            np.save(vmap_path, vocab_map(pool, int(pool.index["tokenizer"]["vocab_size"]), m.proxy.vocab_size))
     records, specs = {}, []
     for w in mixes:
         mid = mixture_id(w)
@@ -138,7 +145,8 @@ def run_ablation(m: AblationManifest, log=print) -> dict:
                       "budget_tokens": m.budget_tokens, "seed": m.seed, "device": m.device, "threads": m.threads,
                       "trainer_cmd": m.trainer.command if m.trainer.kind == "command" else None,
                       "timeout_s": m.trainer.timeout_s, "key": key, "weights": w,
-                      "achieved": idx["mixture"]["achieved"], "epochs": idx["mixture"]["epochs"]})
+                      "achieved": idx["mixture"]["achieved"], "epochs": idx["mixture"]["epochs"],
+                      "vocab_map": str(vmap_path) if vmap_path else None})
     log(f"  {len(records)} finished earlier (skipped), {len(specs)} to train")
     for rec in _execute(m, specs, log):
         records[rec["mixture_id"]] = rec | {"resumed": False}

@@ -42,12 +42,13 @@ def _lr_lambda(steps: int, warmup: int):
     return f
 
 
-def evaluate(model, eval_dir: Path, names: list[str], seq_len: int, batch_size: int, limit: int, device: str) -> dict:
+def evaluate(model, eval_dir: Path, names: list[str], seq_len: int, batch_size: int, limit: int, device: str,
+             vmap=None) -> dict:
     """Mean next-token loss on each eval set ``eval_dir/<name>/index.json``.
 
     The set's ids (at most ``limit + 1``) are cut into non-overlapping windows of ``seq_len + 1``
     (the last one shorter), so every token but the first is predicted once, with its window as
-    context. Returns ``{name: {"loss", "ppl", "tokens"}}``.
+    context. ``vmap``: optional int64 id lookup tensor (``proxy.vocab_size``). Returns ``{name: {"loss", "ppl", "tokens"}}``.
     """
     import torch
     import torch.nn.functional as F
@@ -57,6 +58,8 @@ def evaluate(model, eval_dir: Path, names: list[str], seq_len: int, batch_size: 
     with torch.no_grad():
         for name in names:
             flat = torch.from_numpy(read_flat_tokens(eval_dir / name / "index.json", limit + 1))
+            if vmap is not None:
+                flat = vmap[flat]
             total, count = 0.0, 0
             windows = [flat[i:i + seq_len + 1] for i in range(0, max(len(flat) - 1, 0), seq_len)]
             windows = [w for w in windows if len(w) >= 2]
@@ -77,10 +80,11 @@ def evaluate(model, eval_dir: Path, names: list[str], seq_len: int, batch_size: 
 
 
 def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], proxy, budget_tokens: int,
-                  seed: int, device: str = "auto", threads: int = 1) -> dict:
+                  seed: int, device: str = "auto", threads: int = 1, vocab_map: str | None = None) -> dict:
     """Train a fresh ``ProxyLM`` for ``ceil(budget_tokens / (batch_size * seq_len))`` steps of
     AdamW (betas 0.9/0.95, warm-up + cosine) over ``train_index`` (epochs repeat if it is
-    shorter), bf16 autocast on CUDA, then ``evaluate``. ``proxy``: the manifest's Proxy section."""
+    shorter), bf16 autocast on CUDA, then ``evaluate``. ``proxy``: the manifest's Proxy section;
+    ``vocab_map``: path of an int64 ``.npy`` id lookup (``data.vocab_map``) when it sets vocab_size."""
     import torch
     import torch.nn.functional as F
 
@@ -93,6 +97,12 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
     torch.manual_seed(seed)
     index = json.loads(Path(train_index).read_text())
     vocab = int(index["tokenizer"]["vocab_size"])
+    vmap = None
+    if vocab_map:
+        import numpy as np
+
+        vmap = torch.from_numpy(np.load(vocab_map))
+        vocab = int(vmap.max()) + 1
     model = ProxyLM(vocab, proxy.seq_len, proxy.d_model, proxy.heads, proxy.layers, proxy.dropout).to(device)
     steps = max(1, math.ceil(budget_tokens / (proxy.batch_size * proxy.seq_len)))
     cuda = device.startswith("cuda")
@@ -106,7 +116,7 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
     step, tail, losses = 0, max(1, steps // 10), []
     while step < steps:
         for batch in loader:
-            batch = batch.to(device, non_blocking=True)
+            batch = (vmap[batch] if vmap is not None else batch).to(device, non_blocking=True)
             with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=cuda):
                 logits = model(batch[:, :-1])
             loss = F.cross_entropy(logits.float().reshape(-1, vocab), batch[:, 1:].reshape(-1))
@@ -124,7 +134,7 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
     if not math.isfinite(train_loss):
         raise TrainerError(f"proxy training diverged (loss {train_loss}); lower proxy.lr")
     t_train = time.time() - t0
-    ev = evaluate(model, Path(eval_dir), eval_names, proxy.seq_len, proxy.batch_size, proxy.eval_tokens, device)
+    ev = evaluate(model, Path(eval_dir), eval_names, proxy.seq_len, proxy.batch_size, proxy.eval_tokens, device, vmap)
     if cuda:
         torch.cuda.synchronize()
     return {"eval": ev, "steps": steps, "tokens_trained": steps * proxy.batch_size * proxy.seq_len,

@@ -8,9 +8,9 @@ of documents at once, so ``datasketch.MinHash(num_perm, seed, hashfunc=H).update
 has the same ``hashvalues`` for the shingle hash ``H`` chosen:
 
 * ``"poly64"`` (default, fast): :func:`poly64_hash32`. Each word's UTF-8 bytes get a polynomial hash
-  mod 2**64 (computed for the whole batch with prefix sums in numpy, no Python call per word or
-  shingle), mixed by the 64-bit MurmurHash3 finalizer; a shingle of words ``w_0..w_{L-1}`` is
-  ``fmix64(sum_k word(w_k) * M_k) >> 32``.
+  mod 2**64, mixed by the 64-bit MurmurHash3 finalizer; a shingle of words ``w_0..w_{L-1}`` is
+  ``fmix64(sum_k word(w_k) * M_k) >> 32``. Computed by the compiled kernel
+  :mod:`datapipe.stages.dedup.kernel` in one pass over the bytes (no Python call per word).
 * ``"xxh32"``: ``xxhash.xxh32_intdigest(shingle_bytes)`` (seed 0), one C call per shingle; slower,
   for interoperating with sketches made by plain datasketch + xxhash.
 
@@ -26,23 +26,17 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
+from datapipe.stages.dedup import kernel
+from datapipe.stages.dedup.normalize import INVISIBLE, normalize_text
+
 U64 = np.uint64
 _MASK64 = (1 << 64) - 1
 #: Odd 64-bit constants (digits of pi and e, an arbitrary but fixed choice) for the byte polynomial.
 _Q = 0x243F6A8885A308D3
-_Q_INV = pow(_Q, -1, 1 << 64)
 #: Per-position multipliers of a shingle's word hashes (odd, fixed): the order of words matters.
 _M = [(0xB7E151628AED2A6B + 2 * k * 0x9E3779B97F4A7C15) & _MASK64 | 1 for k in range(64)]
 MAX_NGRAM = len(_M)
-
-
-def _fmix64(x: np.ndarray) -> np.ndarray:
-    """MurmurHash3 64-bit finalizer on a uint64 array (wrapping arithmetic, a bijection)."""
-    x = x ^ (x >> U64(33))
-    x = x * U64(0xFF51AFD7ED558CCD)
-    x = x ^ (x >> U64(33))
-    x = x * U64(0xC4CEB9FE1A85EC53)
-    return x ^ (x >> U64(33))
+_MULT = np.array(_M, dtype=np.uint64)
 
 
 def _fmix32(x: np.ndarray) -> np.ndarray:
@@ -106,60 +100,6 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-class _Powers:
-    """Growing cache of Q**j and Q**-j mod 2**64 (uint64) for the prefix-sum word hashing."""
-
-    def __init__(self):
-        self.pos = np.ones(1, dtype=U64)
-        self.neg = np.ones(1, dtype=U64)
-
-    def get(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if len(self.pos) < n:
-            m = max(n, 2 * len(self.pos))
-            with np.errstate(over="ignore"):
-                self.pos = np.multiply.accumulate(np.r_[U64(1), np.full(m - 1, _Q, dtype=U64)])
-                self.neg = np.multiply.accumulate(np.r_[U64(1), np.full(m - 1, _Q_INV, dtype=U64)])
-        return self.pos[:n], self.neg[:n]
-
-
-_POWERS = _Powers()
-
-
-def _word_hashes(docs: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Hashes of all words of non-empty normalized ``docs`` (uint64, concatenated) and words per doc."""
-    buf = np.frombuffer((" ".join(docs) + " ").encode(), dtype=np.uint8)
-    ends = np.flatnonzero(buf == 32)
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    pos, neg = _POWERS.get(len(buf) + 1)
-    prefix = np.empty(len(buf) + 1, dtype=U64)
-    prefix[0] = 0
-    np.cumsum((buf.astype(U64) + U64(1)) * pos[:len(buf)], out=prefix[1:])
-    raw = (prefix[ends] - prefix[starts]) * neg[starts] + (ends - starts).astype(U64)
-    counts = np.fromiter((d.count(" ") + 1 for d in docs), dtype=np.int64, count=len(docs))
-    return _fmix64(raw), counts
-
-
-def _shingle_hashes_poly(docs: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
-    """uint32 shingle hashes of non-empty docs (concatenated, doc order) and shingles per doc."""
-    wh, counts = _word_hashes(docs)
-    n_sh = np.maximum(counts - ngram + 1, 1)
-    # G[i] = sum_k wh[i+k] * M_k over the concatenated words; only starts inside a doc are used.
-    g = np.zeros(len(wh), dtype=U64)
-    for k in range(ngram):
-        g[: len(wh) - k] += wh[k:] * U64(_M[k])
-    word_off = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    sh_off = np.concatenate(([0], np.cumsum(n_sh)[:-1]))
-    idx = np.arange(n_sh.sum()) - np.repeat(sh_off - word_off, n_sh)
-    out = g[idx]
-    short = np.flatnonzero(counts < ngram)
-    for d in short:  # fewer words than ngram: one shingle of the whole doc, fewer terms
-        o, m = word_off[d], counts[d]
-        out[sh_off[d]] = (wh[o:o + m] * np.array(_M[:m], dtype=U64)).sum(dtype=U64)
-    return (_fmix64(out) >> U64(32)).astype(np.uint32), n_sh
-
-
 def _shingle_hashes_xxh32(docs: list[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     h = xxhash.xxh32_intdigest
     per_doc = [[h(s) for s in shingles(d, ngram)] for d in docs]
@@ -168,17 +108,74 @@ def _shingle_hashes_xxh32(docs: list[str], ngram: int) -> tuple[np.ndarray, np.n
     return flat, counts
 
 
+@lru_cache(maxsize=1)
+def _tables():
+    return kernel.fold_tables(INVISIBLE)
+
+
+def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """UTF-8 bytes of ``texts`` concatenated: (buf uint8, starts int64 (n,), ends int64 (n,)).
+    Lone surrogates pass through (``surrogatepass``) instead of raising."""
+    parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+    ends = np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)))
+    starts = ends - np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), starts, ends
+
+
+def _check(ngram: int) -> None:
+    if not 1 <= ngram <= MAX_NGRAM:
+        raise ValueError(f"ngram must be in 1..{MAX_NGRAM}, got {ngram}")
+
+
+def poly64_signatures(nfkc_texts: list[str], num_perm: int = 128, seed: int = 1, ngram: int = 5
+                      ) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """``poly64`` MinHash signatures of texts already in NFKC (:func:`nfkc`; normalized text is too):
+    the kernel does the rest of :func:`normalize_text` (the fast path).
+
+    Returns ``(sig, valid, normalized)``: ``sig`` uint32 (n, num_perm) as :func:`signatures`,
+    ``valid`` bool (n,) (False: no word), ``normalized`` the UTF-8 bytes of ``normalize_text`` of
+    each text. Raises ValueError on a bad ngram.
+    """
+    _check(ngram)
+    n = len(nfkc_texts)
+    sig = np.full((n, num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
+    if n == 0:
+        return sig, np.zeros(0, dtype=bool), []
+    buf, starts, ends = encode(nfkc_texts)
+    a, b = permutations(num_perm, seed)
+    # Casefolding can triple the bytes of a character (U+0390), so doc d writes at 3 * starts[d].
+    norm = np.empty(max(3 * len(buf), 1), dtype=np.uint8)
+    lens = kernel.minhash_batch(buf, starts, ends, ngram, _MULT, a, b, sig, norm, *_tables())
+    raw = norm.tobytes()
+    return sig, lens > 0, [raw[s:s + k] for s, k in zip((3 * starts).tolist(), lens.tolist())]
+
+
+def shingle_sets(normalized: list[str], ngram: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique 64-bit poly64 shingle hashes of each text (exact Jaccard on them equals the
+    Jaccard of the shingle sets unless two shingles collide in 64 bits). Returns (values uint64,
+    offsets int64 (n+1,)): doc d's set is ``values[offsets[d]:offsets[d+1]]``."""
+    _check(ngram)
+    buf, starts, ends = encode(normalized)
+    return kernel.shingle_sets(buf, starts, ends, ngram, _MULT, *_tables())
+
+
 def signatures(normalized: list[str], num_perm: int = 128, seed: int = 1, ngram: int = 5,
                hash: str = "poly64", block: int = 8192) -> tuple[np.ndarray, np.ndarray]:
-    """MinHash signatures of a batch of *normalized* texts.
+    """MinHash signatures of a batch of *normalized* (or only NFKC'd, see :func:`nfkc`) texts.
 
     Returns ``(sig, valid)``: ``sig`` uint32 of shape (len(normalized), num_perm), ``valid`` bool of
     shape (len(normalized),); rows with ``valid == False`` (no words) are all ``2**32-1`` and must be
-    stored as null. ``hash`` is ``"poly64"`` or ``"xxh32"``; ``block`` bounds the shingles permuted
-    at once (memory ~ block * num_perm * 4 bytes). Raises ValueError on a bad ``hash`` or ``ngram``.
+    stored as null. ``hash`` is ``"poly64"`` or ``"xxh32"``; ``block`` (xxh32 only) bounds the
+    shingles permuted at once (memory ~ block * num_perm * 4 bytes). Raises ValueError on a bad
+    ``hash`` or ``ngram``.
     """
-    if not 1 <= ngram <= MAX_NGRAM:
-        raise ValueError(f"ngram must be in 1..{MAX_NGRAM}, got {ngram}")
+    _check(ngram)
+    if hash == "poly64":
+        sig, valid, _ = poly64_signatures(normalized, num_perm, seed, ngram)
+        return sig, valid
+    if hash != "xxh32":
+        raise ValueError(f"unknown shingle hash {hash!r}")
+    normalized = [normalize_text(t) for t in normalized]   # idempotent; accepts NFKC'd text too
     n = len(normalized)
     sig = np.full((n, num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
     valid = np.fromiter((bool(t) for t in normalized), dtype=bool, count=n)
@@ -186,18 +183,12 @@ def signatures(normalized: list[str], num_perm: int = 128, seed: int = 1, ngram:
     if len(rows) == 0:
         return sig, valid
     docs = [normalized[i] for i in rows]
-    if hash == "poly64":
-        hv, per_doc = _shingle_hashes_poly(docs, ngram)
-    elif hash == "xxh32":
-        hv, per_doc = _shingle_hashes_xxh32(docs, ngram)
-    else:
-        raise ValueError(f"unknown shingle hash {hash!r}")
+    hv, per_doc = _shingle_hashes_xxh32(docs, ngram)
     a, b = permutations(num_perm, seed)
     hv = _fmix32(hv)
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    # Blocks of whole documents (a huge document gets its own block) keep the (perms x shingles)
-    # product in cache. The (perms, shingles) layout makes reduceat a contiguous min per row:
-    # measured 5x faster than (shingles, perms) on 470-shingle documents.
+    # Blocks of whole documents keep the (perms x shingles) product in cache; (perms, shingles)
+    # layout makes reduceat a contiguous min per row.
     buf = np.empty((num_perm, block), dtype=np.uint32)
     i = 0
     while i < len(docs):

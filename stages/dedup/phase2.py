@@ -36,7 +36,7 @@ from datapipe.stages.dedup.store import Store
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"
 #: Bump when the algorithm changes what it decides, so old markers do not skip a new run.
-ALGO_VERSION = 1
+ALGO_VERSION = 2
 REJECT_STAGE = "dedup"
 
 
@@ -65,15 +65,18 @@ def _hist(counters) -> dict[str, int]:
     return {str(k): v for k, v in sorted(total.items())}
 
 
-def _plan(client, ctx: Ctx) -> dict:
+def _plan(client, ctx: Ctx, progress=None) -> dict:
+    progress = progress or (lambda step: None)
     own = [s for s in ctx.shards if s.own]
     parts = range(ctx.nparts)
     stats: dict = {"shards": len(own), "reference_shards": len(ctx.shards) - len(own), "partitions": ctx.nparts}
     if ctx.cfg.exact:
+        progress("exact duplicates")
         _map(client, steps.exact_map, ctx, ctx.shards)
         stats["exact_cluster_sizes"] = _hist(_map(client, steps.exact_reduce, ctx, parts))
         ctx.work.rm("exact")
     if ctx.cfg.lines.enabled:
+        progress("repeated lines")
         _map(client, steps.lines_map, ctx, own)
         stats["lines_over_max_count"] = sum(_map(client, steps.lines_reduce, ctx, parts))
         stats["docs_line_edited"] = sum(_map(client, steps.lines_edit, ctx, own))
@@ -81,14 +84,16 @@ def _plan(client, ctx: Ctx) -> dict:
             ctx.work.rm(step)
     if ctx.cfg.minhash.enabled:
         stats.update(bands=ctx.bands, rows=ctx.rows)
+        progress("near duplicates: LSH bands")
         stats["docs_banded"] = sum(_map(client, steps.bands_map, ctx, ctx.shards))
         stats["candidate_pairs"] = sum(_map(client, steps.bands_reduce, ctx, parts))
         ctx.work.rm("bands")
-        if ctx.cfg.minhash.verify_jaccard:
+        if ctx.cfg.minhash.verify != "none":
             _map(client, steps.verify_src, ctx, ctx.shards)
             stats["verified_pairs"] = sum(k for _, k in _map(client, steps.verify_dst, ctx, ctx.shards))
             for step in ("cand", "cand2"):
                 ctx.work.rm(step)
+        progress("near duplicates: clusters")
         labels_step, stats["cc_iterations"] = connected_components(client, ctx)
         _map(client, steps.comps_map, ctx, ctx.shards, labels_step)
         stats["near_cluster_sizes"] = _hist(_map(client, steps.comps_reduce, ctx, parts))
@@ -177,7 +182,7 @@ def _shards(store: Store, config: DedupConfig, storage_options) -> list[Shard]:
 
 
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
-              storage_options: dict | None = None) -> dict[str, StageCounts]:
+              storage_options: dict | None = None, progress=None) -> dict[str, StageCounts]:
     """Deduplicate ``run_dir/documents/*.parquet`` in place across the whole run.
 
     ``client``: a ``distributed.Client``; every step is a task over one shard or one shuffle
@@ -192,6 +197,7 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
     exists with this config's fingerprint, returns its counts without work; with another
     fingerprint raises RuntimeError (the documents were already deduplicated differently).
     Raises ValueError when signatures do not match ``config.minhash.num_perm``.
+    ``progress(step)``, if given, is called with a step's name as it starts (for the CLI).
     """
     config = config or DedupConfig()
     store = Store(run_dir, storage_options)
@@ -213,11 +219,13 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
         stats = work.read_json("plan.json")["stats"]
     else:
         work.rm("")
-        stats = _plan(client, ctx) if names else {}
+        stats = _plan(client, ctx, progress) if names else {}
         work.write_json("plan.json", {"fingerprint": fp, "stats": stats,
                                       "shards": [s.rel for s in own]})
     totals = {n: StageCounts() for n in names}
     if names:
+        if progress:
+            progress("rewrite shards")
         for per in _map(client, _apply, ctx, own, names):
             for n in names:
                 totals[n].add(StageCounts.from_dict(per[n]))

@@ -13,8 +13,8 @@ import xxhash
 from pydantic import Field
 
 from datapipe.stage import Stage, StageConfig, register, with_column
-from datapipe.stages.dedup.minhash import signatures
-from datapipe.stages.dedup.normalize import normalize_text
+from datapipe.stages.dedup.minhash import poly64_signatures, signatures
+from datapipe.stages.dedup.normalize import nfkc, normalize_text
 
 #: xxh3-128 digest (16 bytes, big-endian as ``xxh3_128_digest`` returns) of the normalized text.
 CONTENT_HASH = pa.field("content_hash", pa.binary(16))
@@ -28,9 +28,15 @@ def signature_columns(texts: list[str | None], num_perm: int = 128, seed: int = 
     """``content_hash`` (binary(16), null for empty normalized text) and ``minhash``
     (list<uint32> of length ``num_perm``, null for empty) for a list of raw texts.
     """
-    norm = [normalize_text(t) for t in texts]
-    hashes = pa.array([xxhash.xxh3_128_digest(t.encode()) if t else None for t in norm], type=CONTENT_HASH.type)
-    sig, valid = signatures(norm, num_perm=num_perm, seed=seed, ngram=ngram, hash=shingle_hash)
+    if shingle_hash == "poly64":
+        # The kernel returns normalize_text's bytes too, so the text is walked once.
+        sig, valid, norm = poly64_signatures([nfkc(t) for t in texts], num_perm, seed, ngram)
+    else:
+        norm = [normalize_text(t).encode() for t in texts]
+        sig, valid = signatures([t.decode() for t in norm], num_perm=num_perm, seed=seed, ngram=ngram,
+                                hash=shingle_hash)
+    h = xxhash.xxh3_128_digest
+    hashes = pa.array([h(t) if t else None for t in norm], type=CONTENT_HASH.type)
     offsets = pa.array(np.arange(len(norm) + 1, dtype=np.int32) * num_perm)
     lists = pa.ListArray.from_arrays(offsets, pa.array(sig.reshape(-1)), mask=pa.array(~valid))
     return hashes, lists

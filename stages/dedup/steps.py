@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 import xxhash
 
 from datapipe.stages.dedup.config import DedupConfig
-from datapipe.stages.dedup.minhash import jaccard_estimate
-from datapipe.stages.dedup.normalize import normalize_text
+from datapipe.stages.dedup.kernel import pair_jaccard
+from datapipe.stages.dedup.minhash import jaccard_estimate, shingle_sets
+from datapipe.stages.dedup.normalize import nfkc, normalize_text
 from datapipe.stages.dedup.signatures import signature_columns
 from datapipe.stages.dedup.store import U64, Store, mix64, partition_of
 
@@ -242,16 +243,31 @@ def _write_edges(ctx: Ctx, src: np.ndarray, dst: np.ndarray, step: str, tag: str
     ctx.work.scatter(step, pa.table({"src": a, "dst": b}, schema=EDGES), partition_of(a, ctx.nparts), tag)
 
 
+def _bucket_pairs(node: np.ndarray, first: np.ndarray, max_all: int) -> np.ndarray:
+    """Candidate pairs (n, 2) uint64 of buckets given by sorted ``node`` and group starts ``first``:
+    all pairs of buckets of size <= ``max_all``, star edges (minimum -> member) of larger ones."""
+    start = np.flatnonzero(first)
+    size = np.diff(np.r_[start, len(first)])
+    bucket = np.repeat(np.arange(len(start)), size)
+    star = ~first & (size[bucket] > max_all)
+    out = [np.stack([node[start[bucket[star]]], node[star]], axis=1)]
+    small = np.flatnonzero((size >= 2) & (size <= max_all))
+    for m in np.unique(size[small]):       # one vectorized pass per bucket size
+        lo = start[small[size[small] == m]]
+        i, j = np.triu_indices(m, 1)
+        out.append(np.stack([node[lo[:, None] + i].ravel(), node[lo[:, None] + j].ravel()], axis=1))
+    return np.concatenate(out).astype(U64) if out else np.zeros((0, 2), U64)
+
+
 def bands_reduce(ctx: Ctx, k: int) -> int:
-    """Star edges (bucket minimum, member) per (band, band hash) bucket: linear in bucket size."""
+    """Candidate pairs per (band, band hash) bucket (see :func:`_bucket_pairs`), deduplicated."""
     schema = pa.schema([("band", pa.int32()), ("bh", pa.uint64()), ("node", pa.uint64())])
     t = ctx.work.gather("bands", k, schema).sort_by([("band", "ascending"), ("bh", "ascending"),
                                                      ("node", "ascending")])
     first = _first_of_groups([t.column("band").to_numpy(), t.column("bh").to_numpy()])
-    start = np.flatnonzero(first)
-    head = np.repeat(t.column("node").to_numpy()[start], np.diff(np.r_[start, len(first)]))
-    pairs = np.unique(np.stack([head[~first], t.column("node").to_numpy()[~first]], axis=1), axis=0)
-    if ctx.cfg.minhash.verify_jaccard:
+    pairs = np.unique(_bucket_pairs(t.column("node").to_numpy(), first, ctx.cfg.minhash.all_pairs_max_bucket),
+                      axis=0)
+    if ctx.cfg.minhash.verify != "none":
         tab = pa.table({"src": pairs[:, 0], "dst": pairs[:, 1]}, schema=EDGES)
         ctx.work.scatter("cand", tab, shard_of(pairs[:, 0]), f"r{k}")
     else:
@@ -259,31 +275,54 @@ def bands_reduce(ctx: Ctx, k: int) -> int:
     return len(pairs)
 
 
+def load_texts(ctx: Ctx, shard: Shard, rows: np.ndarray) -> list[str]:
+    """NFKC'd texts (see :func:`nfkc`) of ``rows`` (int64) of a shard, line edits applied."""
+    col = shard.store.read(shard.rel, ["text"]).column("text")
+    texts = col.take(pa.array(rows)).to_pylist() if len(rows) else []
+    e = edits(ctx, shard)
+    if e is not None:
+        new = dict(zip((e.column("node").to_numpy() & _ROW_MASK).astype(np.int64).tolist(),
+                       e.column("text").to_pylist()))
+        texts = [new.get(r, t) for r, t in zip(rows.tolist(), texts)]
+    return [nfkc(t) for t in texts]
+
+
 def verify_src(ctx: Ctx, shard: Shard) -> int:
-    """Attach the source signature to candidate edges whose source is in ``shard``."""
+    """Attach what the check needs of the source end (its text for ``exact``, its signature for
+    ``estimate``) to candidate edges whose source is in ``shard``; scatter them by destination."""
     e = ctx.work.gather("cand", shard.index, EDGES)
     if e.num_rows == 0:
         return 0
-    sig, _ = load_signatures(ctx, shard)
-    src = e.column("src").to_numpy()
-    s = sig[(src & _ROW_MASK).astype(np.int64)]
-    flat = pa.FixedSizeListArray.from_arrays(pa.array(s.reshape(-1)), s.shape[1])
-    out = e.append_column("sig", flat)
+    rows = (e.column("src").to_numpy() & _ROW_MASK).astype(np.int64)
+    if ctx.cfg.minhash.verify == "exact":
+        out = e.append_column("text", pa.array(load_texts(ctx, shard, rows), pa.large_string()))
+    else:
+        s = load_signatures(ctx, shard)[0][rows]
+        out = e.append_column("sig", pa.FixedSizeListArray.from_arrays(pa.array(s.reshape(-1)), s.shape[1]))
     ctx.work.scatter("cand2", out, shard_of(e.column("dst").to_numpy()), f"s{shard.index}")
     return e.num_rows
 
 
 def verify_dst(ctx: Ctx, shard: Shard) -> tuple[int, int]:
-    """Keep candidate edges into ``shard`` whose estimated Jaccard >= threshold. (seen, kept)."""
-    p = ctx.cfg.minhash.num_perm
-    schema = EDGES.append(pa.field("sig", pa.list_(pa.uint32(), p)))
-    e = ctx.work.gather("cand2", shard.index, schema)
+    """Keep candidate edges into ``shard`` whose Jaccard (exact or estimated, per config) is
+    >= threshold and write them to ``cc0``. Returns (seen, kept)."""
+    m = ctx.cfg.minhash
+    exact = m.verify == "exact"
+    extra = pa.field("text", pa.large_string()) if exact else pa.field("sig", pa.list_(pa.uint32(), m.num_perm))
+    e = ctx.work.gather("cand2", shard.index, EDGES.append(extra))
     if e.num_rows == 0:
         return 0, 0
-    sig, _ = load_signatures(ctx, shard)
     dst = e.column("dst").to_numpy()
-    s_src = pc.list_flatten(e.column("sig").combine_chunks()).to_numpy().reshape(-1, p)
-    ok = jaccard_estimate(s_src, sig[(dst & _ROW_MASK).astype(np.int64)]) >= ctx.cfg.minhash.threshold
+    rows = (dst & _ROW_MASK).astype(np.int64)
+    if exact:
+        uniq, inv = np.unique(rows, return_inverse=True)
+        va, oa = shingle_sets(e.column("text").to_pylist(), m.ngram)
+        vb, ob = shingle_sets(load_texts(ctx, shard, uniq), m.ngram)
+        jac = pair_jaccard(va, oa, np.arange(e.num_rows), vb, ob, inv.astype(np.int64))
+    else:
+        s_src = pc.list_flatten(e.column("sig").combine_chunks()).to_numpy().reshape(-1, m.num_perm)
+        jac = jaccard_estimate(s_src, load_signatures(ctx, shard)[0][rows])
+    ok = jac >= m.threshold
     _write_edges(ctx, e.column("src").to_numpy()[ok], dst[ok], "cc0", f"s{shard.index}")
     return e.num_rows, int(ok.sum())
 

@@ -1,0 +1,205 @@
+"""`datapipe ablate` on a small finished run made from the real WARC sample.
+
+The run: the first 400 records of realpages-1171.warc.gz through extract + langid, domains by
+language (german / english / other), phase 3 token shards. Three explicit mixtures train a tiny
+proxy on CPU (Dask, 2 workers); the checks are properties that hold whatever the exact losses.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from datapipe import runner
+from datapipe.ablate.manifest import load_ablation_manifest
+from datapipe.ablate.mixtures import candidates, grid, mixture_id
+from datapipe.ablate.manifest import Mixtures
+from datapipe.manifest import ManifestError, load_manifest
+from datapipe.stages.mix import MixConfig
+
+REPO = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "datapipe.cli"]
+MIXES = {"german": {"german": 0.8, "english": 0.1, "other": 0.1},
+         "english": {"german": 0.1, "english": 0.8, "other": 0.1},
+         "even": {"german": 1, "english": 1, "other": 1}}
+
+
+def _first_records(src: Path, dst: Path, n: int) -> None:
+    """Copy the first ``n`` gzip members (WARC records) of ``src`` byte for byte."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(src, "rb") as fh:
+        it = ArchiveIterator(fh)
+        for i, rec in enumerate(it):
+            if i == n:
+                end = it.get_record_offset()
+                break
+            rec.content_stream().read()
+        fh.seek(0)
+        dst.write_bytes(fh.read(end))
+
+
+@pytest.fixture(scope="module")
+def small_run(data_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ablate")
+    warc = root / "realpages-400.warc.gz"
+    _first_records(data_dir / "warc" / "realpages-1171.warc.gz", warc, 400)
+    m = load_manifest(REPO / "manifests" / "cc-2026.yaml", {
+        "inputs.paths": [str(warc)], "inputs.crawl": None, "output": str(root / "run"),
+        "cluster.workers": 2, "cluster.dashboard_address": "127.0.0.1:0",
+        "stages": [{"extract": {"main_content": True}}, {"langid": {}}], "dedup": None,
+        "mix.rules": [{"domain": "german", "lang": "de"}, {"domain": "english", "lang": "en"}],
+        "mix.default_domain": "other"})
+    runner.run(m)
+    return root
+
+
+def _manifest(root: Path, out: str, **extra) -> Path:
+    body = {"name": "t", "run": str(root / "run"), "output": str(root / out), "seed": 3,
+            "mixtures": {"explicit": list(MIXES.values())}, "budget_tokens": 40_000,
+            "heldout": {"fraction": 0.1, "max_tokens": 15_000},
+            "proxy": {"layers": 1, "d_model": 64, "heads": 2, "seq_len": 64, "batch_size": 8,
+                      "lr": 0.003, "eval_tokens": 15_000, "vocab_size": 2048},
+            "threads": 1, "device": "cpu", **extra}
+    p = root / f"{out}.yaml"
+    p.write_text(yaml.safe_dump(body))
+    return p
+
+
+@pytest.fixture(scope="module")
+def ablation(small_run):
+    pytest.importorskip("torch", reason="the built-in proxy needs the torch extra (make test installs it)")
+    from datapipe.ablate.runner import run_ablation
+
+    m = load_ablation_manifest(_manifest(small_run, "abl", cluster={"workers": 2}))
+    return m, run_ablation(m, log=lambda s: None)
+
+
+def _shards(folder: Path):
+    return pq.read_table(sorted(folder.glob("shard-*.parquet")))
+
+
+def _by_name(res) -> dict:
+    return {name: next(r for r in res["mixtures"] if r["mixture_id"] == mixture_id(
+        {d: w / sum(MIXES[name].values()) for d, w in MIXES[name].items()})) for name in MIXES}
+
+
+def test_three_mixtures_train_with_finite_differing_losses(ablation):
+    m, res = ablation
+    assert res["trained"] == 3 and not res["failed"]
+    assert res["eval_sets"] == ["english", "german", "other"]
+    t = pq.read_table(Path(res["output"]) / "results.parquet")
+    assert t.num_rows == 3
+    losses = np.array([t.column(f"loss_{n}").to_numpy() for n in res["eval_sets"]])
+    assert np.isfinite(losses).all() and (losses > 0).all()
+    assert len({round(v, 6) for v in t.column("objective").to_pylist()}) == 3
+    # objective = mean of the three held-out losses, recomputed here
+    assert np.allclose(t.column("objective").to_numpy(), losses.mean(axis=0))
+    assert (Path(res["output"]) / "loss_vs_weight.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dominant_domain_gets_lower_loss_on_its_heldout(ablation):
+    _, res = ablation
+    r = _by_name(res)
+    assert r["german"]["eval"]["german"]["loss"] < r["english"]["eval"]["german"]["loss"]
+    assert r["english"]["eval"]["english"]["loss"] < r["german"]["eval"]["english"]["loss"]
+
+
+def test_training_sets_follow_mixture_and_reuse_run_tokens(ablation, small_run):
+    m, res = ablation
+    run_rows = _shards(small_run / "run" / "tokens")
+    run_ids = dict(zip(run_rows.column("doc_id").to_pylist(), run_rows.column("input_ids").to_pylist()))
+    held = set()
+    for d in res["eval_sets"]:
+        held |= set(_shards(Path(res["output"]) / "eval" / d).column("doc_id").to_pylist())
+    for name, rec in _by_name(res).items():
+        t = _shards(Path(res["output"]) / "mixtures" / rec["mixture_id"] / "train")
+        for d, w in MIXES[name].items():  # whole documents: at most one document past the target
+            part = t.filter(pc.equal(t.column("domain"), d)).column("num_tokens")
+            want = m.budget_tokens * w / sum(MIXES[name].values())
+            assert want - 1e-6 <= pc.sum(part).as_py() < want + pc.max(part).as_py(), (name, d)
+        assert not held & set(t.column("doc_id").to_pylist())  # held-out documents never train
+        for doc, ids in zip(t.column("doc_id").to_pylist()[:200], t.column("input_ids").to_pylist()[:200]):
+            assert ids == run_ids[doc]  # the run's tokens, not a new tokenization
+
+
+def test_recommended_mix_block_is_a_valid_mix_section(ablation, small_run):
+    _, res = ablation
+    block = yaml.safe_load((Path(res["output"]) / "recommended_mix.yaml").read_text())["mix"]
+    cfg = MixConfig(**block)
+    assert math.isclose(sum(cfg.weights.values()), 1.0, abs_tol=1e-3)
+    run_mix = json.loads((small_run / "run" / "tokens" / "index.json").read_text())["config"]["mix"]
+    assert cfg.model_dump()["rules"] == run_mix["rules"] and cfg.default_domain == "other"
+
+
+def test_rerun_skips_finished_and_retrains_only_missing(ablation):
+    from datapipe.ablate.runner import run_ablation
+
+    m, res = ablation
+    out = Path(res["output"])
+    again = run_ablation(m.model_copy(update={"cluster": m.cluster.model_copy(update={"workers": 1})}),
+                         log=lambda s: None)
+    assert (again["trained"], again["skipped"]) == (0, 3)
+    assert [r["eval"] for r in again["mixtures"]] == [r["eval"] for r in res["mixtures"]]
+    victim = res["mixtures"][0]["mixture_id"]
+    (out / "mixtures" / victim / "metrics.json").unlink()
+    third = run_ablation(m.model_copy(update={"cluster": m.cluster.model_copy(update={"workers": 1})}),
+                         log=lambda s: None)
+    assert (third["trained"], third["skipped"]) == (1, 2)
+    assert [r["mixture_id"] for r in third["mixtures"] if not r["resumed"]] == [victim]
+
+
+def test_external_trainer_command_and_regression(small_run, tmp_path):
+    """A fake trainer whose loss on set d is 1 - (share of d): with objective {german: 1} the
+    regression must recommend a German-heavy mixture."""
+    script = tmp_path / "fake_train.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        idx = json.load(open(sys.argv[1])); out = sys.argv[3]
+        per = idx["tokens_per_domain"]; total = sum(per.values())
+        json.dump({"eval": {d: 1 - per.get(d, 0) / total for d in ("english", "german", "other")},
+                   "steps": 1}, open(out + "/metrics.json", "w"))
+    """))
+    mf = _manifest(small_run, "ext", mixtures={"dirichlet": {"n": 6, "concentration": 1.0}},
+                   analysis={"objective": {"german": 1}, "samples": 20000, "top_k": 50})
+    cmd = f"{sys.executable} {script} {{train_index}} {{eval_dir}} {{out}}"
+    p = subprocess.run(CLI + ["ablate", str(mf), "--trainer-cmd", cmd, "--json"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["trained"] == 6
+    rec = summary["analysis"]["recommended"]["weights"]
+    assert rec["german"] > 0.8 and rec["german"] == max(rec.values())
+    t = pq.read_table(small_run / "ext" / "results.parquet")
+    assert np.allclose(t.column("objective").to_numpy(), 1 - t.column("share_german").to_numpy())
+
+
+def test_bad_manifest_and_unfinished_run_are_clear_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: x\nmixtures:\n  dirichlet: {n: 0}\nbudget_tokens: 10\n")
+    with pytest.raises(ManifestError, match=r"bad.yaml:3: mixtures.dirichlet.n"):
+        load_ablation_manifest(bad)
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(f"run: {tmp_path}/nope\nmixtures: {{explicit: [{{web: 1}}]}}\nbudget_tokens: 10\n")
+    p = subprocess.run(CLI + ["ablate", str(ok)], capture_output=True, text=True)
+    assert p.returncode == 2 and "is not a finished run" in p.stderr
+
+
+def test_grid_and_dirichlet_candidates():
+    g = grid(["a", "b", "c"], 0.25)
+    assert len(g) == math.comb(4 + 2, 2)  # C(n+K-1, K-1) with n = 4, K = 3
+    assert all(math.isclose(sum(w.values()), 1.0) for w in g)
+    spec = Mixtures(dirichlet={"n": 5, "prior": {"a": 0.7, "b": 0.2, "c": 0.1}, "concentration": 50})
+    c1 = candidates(spec, ["a", "b", "c"], {}, seed=1)
+    assert c1 == candidates(spec, ["a", "b", "c"], {}, seed=1) != candidates(spec, ["a", "b", "c"], {}, seed=2)
+    assert np.allclose(np.mean([[w["a"], w["b"], w["c"]] for w in c1], axis=0), [0.7, 0.2, 0.1], atol=0.1)
+    with pytest.raises(ValueError, match="unknown domain"):
+        candidates(Mixtures(explicit=[{"zz": 1}]), ["a"], {}, seed=0)
