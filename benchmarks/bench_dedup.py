@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -180,7 +181,8 @@ def bench_phase2(n: int, per_shard: int) -> dict:
         base = {w: round(p.memory_info().rss / 2**20, 1) for w, p in sampler.procs.items()}
         sampler.start()
         t = time.perf_counter()
-        counts = run_dedup(cl, run, DedupConfig(), progress=lambda step: print(f"  [{n}] {step}", flush=True))
+        say = lambda step: print(f"  [{n}] {step}", file=sys.stderr, flush=True)  # noqa: E731
+        counts = run_dedup(cl, run, DedupConfig(), progress=say)
         wall = time.perf_counter() - t
         sampler.stop.set()
         sampler.join()

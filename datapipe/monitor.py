@@ -102,7 +102,7 @@ def _counters_doc(scheduler, extra, doc) -> None:
     fmt = NumberFormatter(format="0,0")
     table = DataTable(source=src, columns=[TableColumn(field="stage", title="stage")]
                       + [TableColumn(field=c, title=c, formatter=fmt) for c in COLUMNS],
-                      index_position=None, width=700, height=320)
+                      index_position=None, width=700, height=440)  # 16 stages without scrolling
     fig = figure(y_range=[], height=320, width=700, title="Records per stage so far", tools="")
     fig.hbar_stack(["kept", "rejected", "errored"], y="stage", height=0.7, source=src,
                    color=["#55a868", "#dd8452", "#c44e52"], legend_label=["kept", "rejected", "errored"])

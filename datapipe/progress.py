@@ -26,8 +26,8 @@ class RunProgress:
                               console=console)
         self.phases = Progress(SpinnerColumn(finished_text="✓"), TextColumn("[bold]{task.description}"),
                                TextColumn("{task.fields[step]}"), TimeElapsedColumn(), console=console)
-        self.task = self.files.add_task("phase 1: read, extract, filter", total=None, done=0, tasks=n_files,
-                                        unit="files", records=0, rps=0.0)
+        self.n_files = n_files
+        self.task = None  # added by on_plan, so that rates count from the start of the work
         self.bytes: dict[str, int] = {}
         self.running: dict[str, int] = {}  # task id -> records read so far (final count once done)
         self.phase_ids: dict[str, int] = {}
@@ -36,15 +36,13 @@ class RunProgress:
                           transient=False) if show else None
 
     def __enter__(self):
-        if self._live:
-            self._live.__enter__()
         return self
 
     def __exit__(self, *exc):
         for tid in self.phase_ids.values():  # the last step of each phase has finished too
             self.phases.update(tid, total=1, completed=1)
-        if self._live:
-            self._live.__exit__(*exc)
+        if self._live and self._live.is_started:
+            self._live.stop()
 
     def _records(self, **kw) -> None:
         n = sum(self.running.values())
@@ -52,9 +50,13 @@ class RunProgress:
         self.files.update(self.task, records=n, rps=n / elapsed if elapsed > 0 else 0.0, **kw)
 
     def on_plan(self, task_bytes: dict[str, int]) -> None:
+        """Phase 1 starts (the dashboard URL is printed already): draw from now on."""
         self.bytes = task_bytes
-        unit = "files" if len(task_bytes) == self.files.tasks[0].fields["tasks"] else "tasks"
-        self.files.update(self.task, total=sum(task_bytes.values()), tasks=len(task_bytes), unit=unit)
+        unit = "files" if len(task_bytes) == self.n_files else "tasks"
+        self.task = self.files.add_task("phase 1: read, extract, filter", total=sum(task_bytes.values()),
+                                        done=0, tasks=len(task_bytes), unit=unit, records=0, rps=0.0)
+        if self._live:
+            self._live.start()
 
     def on_records(self, task_id: str, n: int) -> None:
         self.running[task_id] = max(n, self.running.get(task_id, 0))

@@ -150,7 +150,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         on_records=None, on_plan=None, on_phase=None) -> RunResult:
     """Run the whole job. ``progress(done, total, record)`` is called as files finish;
     ``on_records(task_id, records_read)`` while they run; ``on_plan({task_id: input bytes})``
-    once phase 1 is planned; ``on_phase(phase, step)`` as steps of the later phases start."""
+    as phase 1 starts (after ``on_dashboard(url)``); ``on_phase(phase, step)`` as steps of the later phases start."""
     t0 = time.time()
     if inputs is None:
         inputs = check_before_work(manifest)
@@ -160,8 +160,6 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     fp = chain_fingerprint(stages, {"format": mi.format, "preset": mi.preset, "fields": mi.fields})
     specs = plan_specs(inputs, manifest.output, stages, fp, mi.format, mi.preset, mi.fields,
                        mi.split_bytes, manifest.batch_size, so)  # large text files -> several tasks
-    if on_plan:
-        on_plan(spec_bytes(specs, so))
     with dask_client(manifest) as client:
         from datapipe import monitor
 
@@ -169,6 +167,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         dashboard = client.dashboard_link
         if on_dashboard:
             on_dashboard(dashboard)
+        if on_plan:
+            on_plan(spec_bytes(specs, so))
         from distributed import as_completed
 
         if on_records:  # live record counts from running tasks (see task._report_progress)

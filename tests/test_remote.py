@@ -11,11 +11,19 @@ import pytest
 
 from datapipe.io.paths import open_input, resolve_inputs
 from datapipe.ledger import Ledger
-from scale_helpers import (SMALL, assert_same_output, free_port, http_server, manifest_for, run_local,
+from scale_helpers import (SMALL, assert_same_output, free_port, http_server, manifest_for,
                            stage_counts, warcio_record_counts)
+from scale_helpers import run_local as _run_local
 from datapipe import runner
 
 BLOCK = 64 * 1024  # small fsspec blocks so that every sample file needs several ranged reads
+#: These tests are about reading and writing remote data: phase 1 only (the global phases read
+#: the output location the same way and are covered by the cluster and end-to-end tests).
+PHASE1 = {"dedup": None, "mix": None, "tokenize": None}
+
+
+def run_local(inputs, out, workers=2, **overrides):
+    return _run_local(inputs, out, workers=workers, **{**PHASE1, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +131,7 @@ def test_crawl_id_resolved_through_warc_paths(small_inputs, local_ref, tmp_path)
     out = tmp_path / "out"
     with http_server(root, fail_first=2) as srv:  # the listing itself needs a retry
         m = manifest_for([], out, **{"inputs.crawl": crawl, "inputs.crawl_files": 2, "inputs.base_url": srv.url + "/",
-                                     "cluster.workers": 1})
+                                     "cluster.workers": 1, **PHASE1})
         inputs = runner.check_before_work(m)
         assert inputs == [f"{srv.url}/{rel}" for rel in listed[:2]]
         res = runner.run(m, inputs)
@@ -166,7 +174,7 @@ def test_s3_inputs_and_outputs(s3, small_inputs, local_ref):
         fs.put_file(str(small_inputs / n), f"datapipe-test/crawl/{n}")
     out = "s3://datapipe-test/runs/a"
     m = manifest_for(["s3://datapipe-test/crawl/*.warc.gz"], out,
-                     **{"inputs.storage_options": so, "cluster.workers": 2})
+                     **{"inputs.storage_options": so, "cluster.workers": 2, **PHASE1})
     inputs = runner.check_before_work(m)
     assert inputs == sorted(f"s3://datapipe-test/crawl/{n}" for n in SMALL)
     res = runner.run(m, inputs)
