@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -186,18 +187,31 @@ def flatten(prefix: str, obj, out: dict) -> None:
 def unit_of(key: str) -> str:
     k = key.rsplit(".", 1)[-1].lower()
     for suffix, unit in (("docs_s", "docs/s"), ("docs_per_s", "docs/s"), ("tokens_per_s", "tokens/s"),
-                         ("tokens_s", "tokens/s"), ("mb_s", "MB/s"), ("seconds", "s"), ("_s", "s"), ("ratio", "x"),
+                         ("tokens_s", "tokens/s"), ("mb_per_s", "MB/s"), ("mb_s", "MB/s"), ("seconds", "s"), ("_s", "s"),
+                         ("ratio", "x"),
                          ("pct", "%")):
         if k.endswith(suffix):
             return unit
     return ""
 
 
+# Figures whose i-th runs were taken side by side (interleaved in one process, or in the same round):
+# their ratio is the median of per-run ratios, which cancels load that drifts between rounds.
+PAIRED = ("read.fastwarc", "read.warcio", "read.ours", "extract.resiliparse", "extract.ours", "langid.fasttext",
+          "langid.ours", "phase1.ours_", "phase1.datatrove_")
+
+
 def compare(figs: dict) -> None:
     for name, (ref, kind) in COMPARE.items():
-        if name in figs and ref in figs:
-            figs[name]["vs"] = f"{ref} ({kind})"
-            figs[name]["ratio"] = round(figs[name]["value"] / figs[ref]["value"], 3)
+        if name not in figs or ref not in figs:
+            continue
+        f, r = figs[name], figs[ref]
+        f["vs"] = f"{ref} ({kind})"
+        f["ratio_of_medians"] = f["ratio"] = round(f["value"] / r["value"], 3)
+        if name.startswith(PAIRED) and ref.startswith(PAIRED) and len(f["seconds"]) == len(r["seconds"]) > 1:
+            per_run = [(f["items"] / a) / (r["items"] / b) for a, b in zip(f["seconds"], r["seconds"])]
+            f["ratio"] = round(statistics.median(per_run), 3)
+            f["ratio_runs"] = [round(x, 3) for x in per_run]
 
 
 # ---------------------------------------------------------------- output
@@ -230,6 +244,9 @@ def profile(figs: dict) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--render"]:
+        print(render(json.loads(Path(sys.argv[2]).read_text())))
+        return
     quick = os.environ.get("BENCH_QUICK") == "1"
     reps = 1 if quick else int(os.environ.get("BENCH_REPS", "3"))
     t0 = time.time()
@@ -292,29 +309,39 @@ def main() -> None:
                     result["helpers"][key] = raw
             else:
                 NOTES.append(f"{script} not present: its figures are missing")
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    result["seconds"] = round(time.time() - t0, 1)
     compare(figs)
-    flat = {}
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "latest.json").write_text(json.dumps(result, indent=2, default=str))
+    print(render(result))
+
+
+def render(result: dict) -> str:
+    """The Markdown report of a result (also: ``run.py --render results/latest.json``)."""
+    figs = result["figures"]
+    compare(figs)
+    flat: dict = {}
     for key, raw in result["helpers"].items():
         flat[key] = {}
         flatten(key, raw, flat[key])
-    result["machine"]["loadavg_end"] = os.getloadavg()
-    result["seconds"] = round(time.time() - t0, 1)
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "latest.json").write_text(json.dumps(result, indent=2, default=str))
-
     m = result["machine"]
-    lines = [f"## datapipe benchmarks ({'quick, ' if quick else ''}{reps} repetition(s) per figure, median; {result['seconds']:.0f} s)", "",
+    s = result["input"]["single"]
+    input_ = f"{Path(result['input']['source']).name} ({s['records']} records, {s['bytes'] / 1e6:.1f} MB, sha256 {s['sha256'][:12]})"
+    lines = [f"## datapipe benchmarks ({'quick, ' if result['quick'] else ''}{result['reps']} repetition(s) per figure, "
+             f"median; {result['seconds']:.0f} s)", "",
              f"- machine: {m['cpu_model']}, {m['cores']} cores; load average {m['loadavg_start'][0]:.1f} at start, "
-             f"{m['loadavg_end'][0]:.1f} at end (shared machine: spread shows the noise)",
+             f"{m['loadavg_end'][0]:.1f} at end (shared machine: the spread shows the noise)",
              f"- input: {input_}; one core = taskset -c 0, OMP_NUM_THREADS=1",
-             f"- ours: " + ", ".join(f"{k} {v}" for k, v in result["versions"]["ours"].items()),
-             f"- peer: " + ", ".join(f"{k} {v}" for k, v in result["versions"].get("datatrove_venv", {}).items()),
-             "- ratio = this figure's rate / the compared figure's rate, both measured in this run "
-             "(vs a bound: the share of the bound's speed we keep; vs ours: the peer's speed relative to ours)",
-             "", table(figs, flat), "", "Where phase 1's time goes:", profile(figs)]
-    if NOTES:
-        lines += ["", "Notes:"] + [f"- {n}" for n in NOTES]
-    print("\n".join(lines))
+             "- ours: " + ", ".join(f"{k} {v}" for k, v in result["versions"]["ours"].items()),
+             "- peer: " + ", ".join(f"{k} {v}" for k, v in result["versions"].get("datatrove_venv", {}).items()),
+             "- ratio = this figure's rate / the compared figure's rate, both from this run (vs a bound: the share "
+             "of the bound's speed we keep; vs ours: the peer's speed relative to ours). Where the runs were taken "
+             "side by side (A B A B, or the same round) it is the median of the per-run ratios.",
+             "", table(figs, flat), "", "Where phase 1's time goes (last run):", profile(figs)]
+    if result["notes"]:
+        lines += ["", "Notes:"] + [f"- {n}" for n in result["notes"]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

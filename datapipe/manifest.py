@@ -177,14 +177,17 @@ def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
     return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
 
 
-def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
-    """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
-    path = Path(path)
+def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, Any] | None = None
+                      ) -> tuple[dict, dict[tuple, int], str]:
+    """Read a YAML job file: ``(data with ${VAR} expanded and overrides applied, key-path -> line, source)``.
+
+    ``what`` names the document in errors ("manifest", "ablation manifest"). Raises ManifestError.
+    """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise ManifestError(f"cannot read manifest {source}: {e.strerror}") from e
+        raise ManifestError(f"cannot read {what} {source}: {e.strerror}") from e
     try:
         data = yaml.safe_load(text)
         lines = _line_map(text)
@@ -193,16 +196,26 @@ def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = No
         at = f":{mark.line + 1}" if mark else ""
         raise ManifestError(f"{source}{at}: not valid YAML: {getattr(e, 'problem', e)}") from e
     if not isinstance(data, dict):
-        raise ManifestError(f"{source}: a manifest is a YAML mapping with inputs, output, stages")
+        raise ManifestError(f"{source}: a {what} is a YAML mapping")
     data = _expand_env(data)
     for key, value in (overrides or {}).items():
         _set(data, key, value)
     data["source_file"] = source
+    return data, lines, source
+
+
+def validation_message(source: str, lines: dict[tuple, int], error: ValidationError, prefix: tuple = ()) -> str:
+    """One ``file:line: field: message`` line per pydantic error."""
+    return "\n".join(f"{_where(source, lines, prefix + tuple(err['loc']))}: {err['msg']}" for err in error.errors())
+
+
+def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
+    """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
+    data, lines, source = read_yaml_mapping(path, "manifest", overrides)
     try:
         m = Manifest(**data)
     except ValidationError as e:
-        raise ManifestError("\n".join(f"{_where(source, lines, err['loc'])}: {err['msg']}"
-                                      for err in e.errors())) from None
+        raise ManifestError(validation_message(source, lines, e)) from None
     _check_stages(m, source, lines)
     for name in SECTIONS:
         if getattr(m, name) is not None:
@@ -210,8 +223,7 @@ def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = No
             try:
                 cls(**getattr(m, name))
             except ValidationError as e:
-                raise ManifestError("\n".join(f"{_where(source, lines, (name,) + tuple(err['loc']))}: {err['msg']}"
-                                              for err in e.errors())) from None
+                raise ManifestError(validation_message(source, lines, e, (name,))) from None
     if not m.inputs.paths and not m.inputs.crawl:
         raise ManifestError(f"{_where(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
     return m
@@ -229,9 +241,7 @@ def _check_stages(m: Manifest, source: str, lines: dict) -> None:
         try:
             reg[name].Config(**(cfg or {}))
         except ValidationError as e:
-            raise ManifestError("\n".join(
-                f"{_where(source, lines, ('stages', i, name) + tuple(err['loc']))}: {err['msg']}"
-                for err in e.errors())) from None
+            raise ManifestError(validation_message(source, lines, e, ("stages", i, name))) from None
 
 
 def _expand_env(obj):

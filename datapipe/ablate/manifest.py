@@ -8,13 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from datapipe.manifest import ManifestError, _expand_env, _line_map, _set, _where
+from datapipe.manifest import ManifestError, read_yaml_mapping, validation_message
 
 
 class _Strict(BaseModel):
@@ -202,24 +200,8 @@ def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | 
 
     Raises ManifestError naming file, line and field.
     """
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        data, lines = yaml.safe_load(text), _line_map(text)
-    except OSError as e:
-        raise ManifestError(f"cannot read ablation manifest {source}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ManifestError(f"{source}{f':{mark.line + 1}' if mark else ''}: not valid YAML: "
-                            f"{getattr(e, 'problem', e)}") from e
-    if not isinstance(data, dict):
-        raise ManifestError(f"{source}: an ablation manifest is a YAML mapping (run, mixtures, budget_tokens, ...)")
-    data = _expand_env(data)
-    for key, value in (overrides or {}).items():
-        _set(data, key, value)
-    data["source_file"] = source
+    data, lines, source = read_yaml_mapping(path, "ablation manifest", overrides)
     try:
         return AblationManifest(**data)
     except ValidationError as e:
-        raise ManifestError("\n".join(f"{_where(source, lines, err['loc'])}: {err['msg']}"
-                                      for err in e.errors())) from None
+        raise ManifestError(validation_message(source, lines, e)) from None
