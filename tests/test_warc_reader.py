@@ -95,3 +95,11 @@ def test_wet_conversion_record_is_a_document(data_dir):
     docs = _docs(items)
     assert len(docs) == 1 and docs[0].row["record_type"] == "conversion"
     assert "Escopete" in docs[0].row["text"]
+
+
+def test_fast_path_reads_well_formed_files_without_fallback(data_dir):
+    # Regression: an invalid FastWARC argument made every file fall back to the slow parser.
+    from datapipe.io.warc import iter_records_fast
+
+    with open(data_dir / "warc" / "realpages-1171.warc.gz", "rb") as fh:
+        assert sum(1 for _ in iter_records_fast(fh)) == 1171

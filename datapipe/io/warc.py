@@ -301,7 +301,7 @@ def iter_records_fast(fh: BinaryIO) -> Iterator[WarcRecord]:
         raise FallbackNeeded("WARC-zstd")  # FastWARC 2.0.1 cannot read it (OverflowError)
     fh.seek(0)
     try:
-        for r in ArchiveIterator(fh, parse_http=False, auto_decode="none", min_content_length=-1):
+        for r in ArchiveIterator(fh, parse_http=False, auto_decode="none"):
             headers = {k.lower(): v for k, v in r.headers.items()}
             cl = headers.get("content-length", "")
             if not cl.strip().isdigit():
