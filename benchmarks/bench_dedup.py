@@ -208,7 +208,10 @@ def main() -> None:
     out = {"signatures": bench_signatures(a.sig_docs, a.repeats)}
     if not a.no_quality:
         out["quality_at_0.8"] = bench_quality()
-    out["phase2"] = [bench_phase2(int(n), a.docs_per_shard) for n in a.docs.split(",") if int(n)]
+    out["phase2"] = []
+    for n in (int(x) for x in a.docs.split(",") if int(x)):
+        out["phase2"].append(bench_phase2(n, a.docs_per_shard))
+        print(json.dumps(out["phase2"][-1]), file=sys.stderr, flush=True)  # kept if a later size fails
     print(json.dumps(out, indent=2))
 
 
