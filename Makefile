@@ -72,7 +72,12 @@ $(DT_VENV)/.installed: Makefile
 	$(DT_VENV)/bin/pip install -q --only-binary=:all: $(DT_PKGS)
 	touch $@
 
-bench: install $(DT_VENV)/.installed
+# trafilatura 2.3.1 (extraction-quality comparison) installs cleanly beside ours: pip check stays clean.
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(PIP) install -q --only-binary=:all: "trafilatura==2.3.1"
+	touch $@
+
+bench: install $(DT_VENV)/.installed $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/run.py
 
 clean:

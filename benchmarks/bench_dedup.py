@@ -192,7 +192,7 @@ def bench_phase2(n: int, per_shard: int) -> dict:
             "phase2_wall_s": round(wall, 2), "phase2_docs_s": round(n / wall, 1),
             "peak_rss_mb_per_worker": sorted(round(v / 2**20, 1) for v in sampler.peak.values()),
             "worker_rss_mb_at_start": sorted(base.values()),
-            "stats": {k: stats.get(k) for k in ("candidate_pairs", "verified_pairs", "cc_iterations", "bands", "rows")},
+            "stats": {k: stats.get(k) for k in ("candidate_pairs", "unique_candidate_pairs", "verified_pairs", "cc_iterations", "bands", "rows")},
             "counts": {k: v.to_dict() for k, v in counts.items()}}
 
 

@@ -13,7 +13,8 @@ Steps, each a subprocess so that pinning and virtualenvs stay separate:
      configurations, one run each, pinned; rounds = repetitions;
   4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
   5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py, bench_rules.py (rule
-     families vs datatrove's filters: docs/s and keep/reject agreement) (one JSON object each).
+     families vs datatrove's filters: docs/s and keep/reject agreement), bench_extraction.py (extraction
+     quality and docs/s vs trafilatura 2.3.1) (one JSON object each).
 Every ratio compares two figures of this run; none uses a remembered number.
 """
 from __future__ import annotations
@@ -36,8 +37,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER_PY = HERE / ".venv-datatrove" / "bin" / "python"
 HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
-           "rules": "bench_rules.py"}  # rules: pins itself to core 0; datatrove peer inside
+           "rules": "bench_rules.py",  # rules: pins itself to core 0; datatrove peer inside
+           "extraction": "bench_extraction.py"}  # quality + docs/s vs trafilatura; pins itself to one core
 HELPER_TIMEOUT_S = 420
+HELPER_TIMEOUTS = {"extraction": 1200}  # trafilatura: 3 passes over 1,171 pages at ~20 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
 
@@ -304,7 +307,7 @@ def main() -> None:
             collect_ours(figs, dask, split)
         for key, script in HELPERS.items():
             if (HERE / script).exists():
-                raw = run_json(script, [py, str(HERE / script)], timeout=HELPER_TIMEOUT_S)
+                raw = run_json(script, [py, str(HERE / script)], timeout=HELPER_TIMEOUTS.get(key, HELPER_TIMEOUT_S))
                 if raw is not None:
                     result["helpers"][key] = raw
             else:

@@ -84,6 +84,26 @@ def evaluate_model(model_path: str | Path, pos_texts: list[str], neg_texts: list
     return binary_metrics(scores, [True] * len(pos_texts) + [False] * len(neg_texts), threshold)
 
 
+def _fit(train_file: str, out: str, seed: int, params: dict, quantize_cutoff: int) -> None:
+    import fasttext
+
+    fasttext.FastText.eprint = lambda *a, **k: None
+    model = fasttext.train_supervised(input=train_file, seed=seed, thread=1, verbose=0, **params)
+    model.quantize(input=train_file, retrain=True, cutoff=quantize_cutoff, qnorm=True, thread=1, verbose=0)
+    model.save_model(out)
+
+
+def _fit_in_fresh_process(*args) -> None:
+    """Train in a spawned child: fasttext-numpy2 0.10.4 keeps state between trainings in one process
+    (a second training there gives other bytes or ``RuntimeError: Encountered NaN``; seen in our test
+    suite), while the same training in a fresh process is stable and byte-reproducible."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        ex.submit(_fit, *args).result()
+
+
 def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: str | Path,
                  pos_label: str, neg_label: str, params: dict | None = None, seed: int = 1,
                  valid_pct: int = 20, preprocessing: str = "datapipe-v1", max_tokens: int = 1000,
@@ -93,8 +113,6 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
     Held-out metrics (``metrics``) are measured on the quantised model that is saved. Raises
     ValueError if either class has no training or no held-out example.
     """
-    import fasttext
-
     params = {**DEFAULT_PARAMS, **(params or {})}
     rows = [(g, t, pos_label) for g, t in pos] + [(g, t, neg_label) for g, t in neg]
     train = [r for r in rows if not is_heldout(r[0], valid_pct, seed)]
@@ -110,10 +128,7 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
         with open(train_file, "w", encoding="utf-8") as f:
             for _, text, lab in train:
                 f.write(f"{LABEL_PREFIX}{lab} {preprocess(text, preprocessing, max_tokens)}\n")
-        fasttext.FastText.eprint = lambda *a, **k: None
-        model = fasttext.train_supervised(input=str(train_file), seed=seed, thread=1, verbose=0, **params)
-        model.quantize(input=str(train_file), retrain=True, cutoff=quantize_cutoff, qnorm=True, thread=1, verbose=0)
-        model.save_model(str(out))
+        _fit_in_fresh_process(str(train_file), str(out), seed, params, quantize_cutoff)
     meta = {
         "labels": [pos_label, neg_label], "positive_label": pos_label, "preprocessing": preprocessing,
         "max_tokens": max_tokens, "params": params, "seed": seed, "thread": 1, "valid_pct": valid_pct,

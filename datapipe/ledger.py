@@ -5,6 +5,13 @@ bytes. Conservation ``in == kept + rejected + errored`` must hold at every stage
 ``in`` must equal the previous stage's ``kept``; ``Ledger.check`` raises ``LedgerError`` otherwise.
 Non-document WARC records (requests, metadata, 404s...) are rejected at the ``read`` stage with a
 ``non_document:*`` reason, so every record of the input is in exactly one place.
+
+A phase-1 task that fails on every attempt (its worker killed, e.g. over its memory limit, or an
+exception outside the per-batch guards) cannot say what its records were: the whole input file
+(or file part) then counts as ONE record of type ``file`` (``records_by_type["file"] += 1``),
+read ``in`` 1 and errored 1 at the ``read`` stage with reason ``task:killed_worker`` or
+``task:exception:<Type>``, and one ``errors/`` row names the file (datapipe.task_failure).
+Conservation holds; a rerun retries the file and replaces that count with its real records.
 """
 from __future__ import annotations
 

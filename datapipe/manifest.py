@@ -3,6 +3,11 @@
 A bad manifest fails before any work with ``ManifestError``, whose message names the file, the
 line and the field (``manifests/x.yaml:12: stages[1].langid.min_score: Input should be a valid
 number``); an unknown stage lists the known ones.
+
+A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags), a stage name
+is only looked up in the registry of stages shipped with datapipe (``datapipe.stage.registry``),
+a phase section only in the fixed ``SECTIONS`` map, and nothing from the YAML is evaluated or
+imported. Folder names it gives for outputs stay inside the run directory (datapipe.safe_paths).
 """
 from __future__ import annotations
 
@@ -215,7 +220,11 @@ def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = No
     try:
         m = Manifest(**data)
     except ValidationError as e:
-        raise ManifestError(validation_message(source, lines, e)) from None
+        msg = validation_message(source, lines, e)
+        if any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in e.errors()):
+            known = [k for k in Manifest.model_fields if k != "source_file"]
+            msg += f"\n  known top-level keys: {', '.join(known)} (phase sections: {', '.join(SECTIONS)})"
+        raise ManifestError(msg) from None
     _check_stages(m, source, lines)
     for name in SECTIONS:
         if getattr(m, name) is not None:

@@ -69,6 +69,8 @@ class RunProgress:
         self._records(done=done)
         if not self.show:
             skipped = " (done before, skipped)" if rec.get("skipped") else ""
+            if rec.get("failed"):
+                skipped = f" (file errored: {rec['failed']['reason']})"
             self.console.print(f"  [{done}/{total}] {rec['task_id']}: {n} records{skipped}", highlight=False)
 
     def on_phase(self, phase: str, step: str) -> None:

@@ -18,6 +18,12 @@ def add_cli(sub) -> None:
         description="Run a job described by a YAML manifest on Dask. Finished input files are "
                     "skipped on rerun (same configuration); the funnel is printed at the end and "
                     "written to OUTPUT/ledger.json.",
+        epilog="exit status: 0 every input file processed; 2 nothing run (bad manifest, missing "
+               "model or input, output not writable, scheduler unreachable); 3 the ledger does not "
+               "balance; 4 the run finished but some input files failed on every attempt (worker "
+               "killed, e.g. over its memory limit, or a task exception): they are listed, errored "
+               "as whole files in OUTPUT/errors/ and OUTPUT/ledger.json (failed_tasks), the other "
+               "files' outputs are complete, and rerunning the same command retries only them.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("manifest", help="path to the YAML manifest (e.g. manifests/cc-2026.yaml)")
     p.add_argument("--input", action="append", metavar="PATH",
@@ -108,4 +114,21 @@ def cmd_run(args) -> int:
               f"errored {tot['errored']:,} in {result.seconds:.1f} s; ledger: {manifest.output}/ledger.json")
     if result.report:
         out.print(f"report: {result.report}  (explore: datapipe inspect {manifest.output})")
-    return 0
+    return _print_failed(err, result.failed)
+
+
+#: Exit status of a finished run in which some input files failed on every attempt.
+EXIT_FILES_FAILED = 4
+
+
+def _print_failed(err: Console, failed: list[dict]) -> int:
+    """List the input files errored as a whole; exit 4 so a scheduler or script notices."""
+    if not failed:
+        return 0
+    err.print(f"[bold red]{len(failed)} input file(s) failed on every attempt[/] (errored as whole files; "
+              "rerun the same command to retry only them):", highlight=False, soft_wrap=True)
+    for f in failed:
+        part = f" part {f['part'][0]}-{f['part'][1]}" if f.get("part") else ""
+        err.print(f"  {f['input']}{part}: {f['reason']}: {f['detail']}",
+                  highlight=False, markup=False, soft_wrap=True)  # whole lines: paths stay copyable
+    return EXIT_FILES_FAILED

@@ -1,6 +1,7 @@
 """Build and run a job on Dask: phase 1 per input file, then the global phases.
 
-Phase 1 is one task per input file (retried by Dask on failure); phase 2 is global dedup
+Phase 1 is one task per input file (retried by Dask on failure; a file whose task fails on every
+attempt is recorded as errored, see datapipe.task_failure, and the run goes on); phase 2 is global dedup
 (``dedup:`` section), phase 3 mixing + tokenization (``mix:``/``tokenize:``). Everything a run
 writes lives under the manifest's ``output`` (local directory or fsspec URL). The merged ledger
 is checked (``in == kept + rejected + errored`` at every stage) and written to ``ledger.json``.
@@ -18,6 +19,7 @@ from datapipe.io.paths import resolve_inputs
 from datapipe.ledger import Ledger
 from datapipe.manifest import Manifest
 from datapipe.task import PROGRESS_TOPIC, chain_fingerprint, plan_specs, run_file_task
+from datapipe.task_failure import record_failed_task
 
 log = logging.getLogger("datapipe")
 
@@ -31,6 +33,16 @@ class RunResult:
     seconds: float
     phases: dict
     report: str | None = None
+
+    @property
+    def failed(self) -> list[dict]:
+        """Phase-1 tasks that failed on every attempt: ``{task_id, input, part, reason, detail}``."""
+        return failed_tasks(self.tasks)
+
+
+def failed_tasks(records: list[dict]) -> list[dict]:
+    return [{"task_id": r["task_id"], "input": r["input"], "part": r.get("part"), **r["failed"]}
+            for r in records if r.get("failed")]
 
 
 def _remove_stale_tmp(output: str, storage_options: dict | None) -> None:
@@ -135,9 +147,12 @@ def dask_client(manifest: Manifest, quiet: bool = False):
                     "(task names, file paths, counters) without a password; the default is 127.0.0.1 "
                     "(reach it through an SSH tunnel)", c.dashboard_address)
     # Worker processes must be able to start the extraction sandbox subprocess.
+    # allowed_failures: a task whose worker dies (e.g. over memory_limit) is retried cluster.retries
+    # times, like a task that raises, then reported as KilledWorker (its file errored, see runner.run).
     cluster = LocalCluster(n_workers=n, threads_per_worker=c.threads_per_worker, processes=True,
                            memory_limit=c.memory_limit, dashboard_address=c.dashboard_address,
-                           host="127.0.0.1", silence_logs=logging.ERROR)
+                           host="127.0.0.1", silence_logs=logging.ERROR,
+                           scheduler_kwargs={"allowed_failures": c.retries})
     client = Client(cluster)
     try:
         yield client
@@ -175,11 +190,17 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
             client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
                                    and on_records(ev[1]["task"], ev[1]["records"]))
 
-        futures = [client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
-                                 retries=manifest.cluster.retries, pure=False) for s in specs]
+        futures = {client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
+                                 retries=manifest.cluster.retries, pure=False): s for s in specs}
         records = []
         for fut in as_completed(futures):
-            rec = fut.result()
+            if fut.status == "error":  # every attempt failed: the file is errored, the run goes on
+                exc = fut.exception()
+                rec = record_failed_task(futures[fut], exc)
+                log.warning("input %s errored as a whole file (%s): %s", rec["input"],
+                            rec["failed"]["reason"], rec["failed"]["detail"])
+            else:
+                rec = fut.result()
             records.append(rec)
             if progress:
                 progress(len(records), len(specs), rec)
@@ -221,7 +242,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     ledger.check()
     result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phases)
     write_json_atomic(join(manifest.output, "ledger.json"),
-                      dict(ledger.to_dict(), tasks=len(records), seconds=round(result.seconds, 3),
+                      dict(ledger.to_dict(), tasks=len(records), failed_tasks=failed_tasks(records),
+                           seconds=round(result.seconds, 3),
                            manifest=manifest.source_file, stage_configs=stages, phases=phases), so)
     try:  # the report explains the run; failing to draw it must not fail the run
         from datapipe.report import write_report

@@ -48,13 +48,18 @@ def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
 
 
 def task_id_for(path: str) -> str:
-    """Readable, unique task id: file stem + hash of the full path."""
+    """Readable, unique task id: file stem + hash of the full path.
+
+    The id names files under the output directory, so it never holds ``/`` or ``\\`` (it is one
+    path segment, never ``.``/``..``) and never starts with ``.``/``_``/``-`` (``ls`` hides such
+    files and ``pyarrow.dataset`` skips them by default: a reader of ``documents/`` would lose them).
+    """
     stem = path.rstrip("/").rsplit("/", 1)[-1]
     for suffix in (".gz", ".zst", ".warc", ".wet", ".jsonl", ".json", ".parquet"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80]
-    return f"{safe}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80].lstrip("._-")
+    return f"{safe or 'input'}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
 
 
 def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: str, fmt: str = "auto",

@@ -6,18 +6,41 @@ through. Decoding follows ``datapipe.stages.charset.decode_html``; extraction is
 ``extract_plain_text`` (main-content mode by default, as DCLM and dolma use it). Pages that yield
 no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
 ``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
+
+Main-content mode adds two measures on top of resiliparse's own heuristics (both on by default;
+``benchmarks/bench_extraction.py`` measures them against trafilatura on its evaluation set and on
+the Article Extraction Benchmark):
+
+* ``clean``: also leave out comment sections, post meta data (bylines, dates) and the elements of
+  ``CLEAN_SKIP`` (figures and captions, the page title ``<h1>``, footers, "related" and newsletter
+  boxes). Precision up, recall a little down: F1 0.847 -> 0.868 on trafilatura's set (precision
+  0.770 -> 0.820), 0.921 -> 0.957 on AEB (token precision 0.864 -> 0.930). The selectors were chosen
+  on trafilatura's set; AEB served as the held-out check.
+* ``fallback_chars``: when main content yields fewer characters than this, the page is extracted
+  whole instead (same cleaning): resiliparse sometimes keeps only a fragment of short or oddly built
+  pages, and a page with some boilerplate beats a page lost. Recall 0.922 -> 0.946 on trafilatura's
+  set (32 of 990 pages fall back; empty extracts 12 -> 1), no AEB page falls back. Both together:
+  F1 0.847 -> 0.874 and 0.921 -> 0.957 (resiliparse 2.0.1, 2026-11-30).
 """
 from __future__ import annotations
 
 import pyarrow as pa
 from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.html import HTMLTree
 
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
 from datapipe.stages.charset import decode_html
 
 
+# Elements skipped in main-content mode when ``clean`` is on (CSS selectors, resiliparse ``skip_elements``).
+CLEAN_SKIP = ("figure", "figcaption", "h1", "footer", "[class*=caption]", "[class*=footer]",
+              "[class*=related]", "[class*=newsletter]")
+
+
 class ExtractConfig(StageConfig):
     main_content: bool = True        # resiliparse boilerplate removal; False = whole page (CS336 A4 golden output)
+    clean: bool = True               # main content only: drop comments, post meta and CLEAN_SKIP elements
+    fallback_chars: int = 200        # main content only: shorter extract -> whole page instead (0 = never)
     alt_texts: bool = False          # include <img alt> texts
     links: bool = False              # include link targets
     list_bullets: bool = True
@@ -29,11 +52,25 @@ class ExtractConfig(StageConfig):
 
 
 def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
-                links=False, list_bullets=True, noscript=False) -> tuple[str | None, str, None]:
-    """Decode and extract one page. Returns ``(text, codec, None)``."""
+                links=False, list_bullets=True, noscript=False, clean=True,
+                fallback_chars=200) -> tuple[str | None, str, None]:
+    """Decode and extract one page. Returns ``(text, codec, None)``.
+
+    ``clean`` and ``fallback_chars`` act in main-content mode only: whole-page extraction
+    (``main_content=False``) is resiliparse's plain output, unchanged.
+    """
     html, codec = decode_html(payload, http_charset)
-    text = extract_plain_text(html, main_content=main_content, alt_texts=alt_texts, links=links,
-                              list_bullets=list_bullets, noscript=noscript)
+    opts = dict(alt_texts=alt_texts, links=links, list_bullets=list_bullets, noscript=noscript)
+    if not main_content:
+        return extract_plain_text(html, main_content=False, **opts), codec, None
+    if clean:
+        opts.update(comments=False, post_meta=False, skip_elements=list(CLEAN_SKIP))
+    tree = HTMLTree.parse(html) if fallback_chars > 0 else html  # parsed once when it may be used twice
+    text = extract_plain_text(tree, main_content=True, **opts)
+    if len(text) < fallback_chars:
+        whole = extract_plain_text(tree, main_content=False, **opts)
+        if len(whole) > len(text):
+            text = whole
     return text, codec, None
 
 
@@ -47,7 +84,8 @@ class Extract(Stage):
         self._sandbox = None
         c = self.config
         self._opts = dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
-                          list_bullets=c.list_bullets, noscript=c.noscript)
+                          list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
+                          fallback_chars=c.fallback_chars)
         if c.sandbox:
             from datapipe.stages.extract_sandbox import Sandbox
             self._sandbox = Sandbox(self._opts)

@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from datapipe.env import shared_data
 
@@ -69,10 +69,18 @@ class TokenizeConfig(BaseModel):
     row_group_tokens: int = Field(2**20, ge=1)
     #: zstd level of the token shards.
     compression_level: int = Field(3, ge=1, le=22)
-    #: Output folder under the run directory.
+    #: Output folder under the run directory (deleted and rewritten by a rerun of phase 3, so it
+    #: must stay inside the run directory and not be one of its other folders).
     output: str = "tokens"
     #: Keep ``_tokenize/`` (per-input encoded and sampled files) after the phase completes.
     keep_intermediate: bool = False
+
+    @field_validator("output")
+    @classmethod
+    def _inside_run(cls, v: str) -> str:
+        from datapipe.safe_paths import check_output_subdir
+
+        return check_output_subdir(v)
 
 
 @dataclass

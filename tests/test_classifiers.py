@@ -103,3 +103,14 @@ def test_cli_help_and_predict(capsys, tmp_path):
     assert main(["classifiers", "predict", "--model", "quality_wiki_cc.ftz", str(f)]) == 0
     row = json.loads(capsys.readouterr().out.strip())
     assert row["label"] == "cc" and row["p_wiki"] < 0.5
+
+
+def test_two_trainings_in_one_process_are_identical(tmp_path):
+    # Regression: fasttext-numpy2 keeps state between trainings in one process ("Encountered NaN",
+    # different bytes); train_binary now trains in a fresh child process each time.
+    pos = [(f"p{i}", f"the lobster is a species of crustacean number {i} in the sea") for i in range(60)]
+    neg = [(f"n{i}", f"login register share on facebook cookie policy page {i}") for i in range(60)]
+    params = {"epoch": 5, "bucket": 1000}
+    train_binary(pos, neg, tmp_path / "a.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
+    train_binary(pos, neg, tmp_path / "b.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
+    assert (tmp_path / "a.ftz").read_bytes() == (tmp_path / "b.ftz").read_bytes()

@@ -42,13 +42,15 @@ class MinHashConfig(_Strict):
     ``verify``: ``"exact"`` (default) keeps a candidate edge only if the exact Jaccard of the two
     documents' shingle sets (64-bit hashes, recomputed from the texts) is >= ``threshold``, so no
     edge is a false positive; ``"estimate"`` uses the signatures' agreement instead (no text
-    shuffle, but its sd at 0.8 is ~0.035 with 128 permutations: pairs near the threshold fall
-    on either side, measured recall 0.87); ``"none"`` keeps every candidate.
+    shuffle, but its sd at 0.8 is ~0.035 with 128 permutations, so pairs near the threshold fall
+    on either side: on the evaluation set, pair P/R 0.885/0.917 vs 1.000/0.990 exact, same
+    banding); ``"none"`` keeps every candidate.
 
     ``all_pairs_max_bucket``: buckets with at most this many documents emit all their pairs for
     verification (quadratic, but bounded: at most n*(n-1)/2 pairs for n <= this size); larger
-    buckets emit star edges (bucket minimum -> member), linear in the bucket size. All pairs recover
-    pairs whose bucket minimum is not similar to either of them (measured in the evaluation).
+    buckets emit star edges (bucket minimum -> member), linear in the bucket size. Measured on the
+    evaluation set (18x7, exact): star only gives edge recall 0.731 but component recall 0.997
+    (the pairs are joined through other edges); all pairs up to 16 give 0.990 / 0.997.
     """
 
     enabled: bool = True

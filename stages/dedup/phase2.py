@@ -89,7 +89,7 @@ def _plan(client, ctx: Ctx, progress=None) -> dict:
         stats["candidate_pairs"] = sum(_map(client, steps.bands_reduce, ctx, parts))
         ctx.work.rm("bands")
         if ctx.cfg.minhash.verify != "none":
-            _map(client, steps.verify_src, ctx, ctx.shards)
+            stats["unique_candidate_pairs"] = sum(_map(client, steps.verify_src, ctx, ctx.shards))
             stats["verified_pairs"] = sum(k for _, k in _map(client, steps.verify_dst, ctx, ctx.shards))
             for step in ("cand", "cand2"):
                 ctx.work.rm(step)

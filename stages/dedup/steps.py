@@ -289,11 +289,15 @@ def load_texts(ctx: Ctx, shard: Shard, rows: np.ndarray) -> list[str]:
 
 def verify_src(ctx: Ctx, shard: Shard) -> int:
     """Attach what the check needs of the source end (its text for ``exact``, its signature for
-    ``estimate``) to candidate edges whose source is in ``shard``; scatter them by destination."""
+    ``estimate``) to candidate edges whose source is in ``shard``; scatter them by destination.
+    Returns the number of distinct candidate pairs."""
     e = ctx.work.gather("cand", shard.index, EDGES)
     if e.num_rows == 0:
         return 0
-    rows = (e.column("src").to_numpy() & _ROW_MASK).astype(np.int64)
+    # A pair found in several bands comes from up to min(bands, partitions) reduce tasks: once here.
+    u = np.unique(np.stack([e.column("src").to_numpy(), e.column("dst").to_numpy()], axis=1), axis=0)
+    e = pa.table({"src": u[:, 0], "dst": u[:, 1]}, schema=EDGES)
+    rows = (u[:, 0] & _ROW_MASK).astype(np.int64)
     if ctx.cfg.minhash.verify == "exact":
         out = e.append_column("text", pa.array(load_texts(ctx, shard, rows), pa.large_string()))
     else:

@@ -1,0 +1,73 @@
+"""A phase-1 task that fails for good costs its input file, not the run.
+
+Dask re-runs a task whose worker died (the nanny restarts a worker over its memory limit) or that
+raised; when every attempt fails the client gets ``KilledWorker`` or the task's exception. The
+runner then records the file here, on the client: one row in ``errors/<task>.parquet`` naming
+the file (``record_type`` ``file``, ``error_stage`` ``read``) and a ledger that counts it as one
+record read and errored (see datapipe.ledger). No success record is written, so a rerun retries
+the file; stale ``documents/``/``rejected/`` shards of that task (from an older configuration)
+are removed so the run's outputs never mix configurations.
+"""
+from __future__ import annotations
+
+from datapipe.io.parquet import ShardWriter, fs_and_path, join
+from datapipe.io.readers import doc_id
+from datapipe.ledger import Ledger
+from datapipe.schema import conform, document_schema
+from datapipe.stage import registry
+from datapipe.task import TaskSpec, _rows_to_table
+
+FILE_RECORD = "file"  # records_by_type key of a whole input file errored as one record
+_DETAIL_CHARS = 500
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Ledger reason for a task that failed on every attempt."""
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        return "task:killed_worker"
+    return f"task:exception:{type(exc).__name__}"
+
+
+def failure_detail(exc: BaseException) -> str:
+    """One line saying what happened (Dask's KilledWorker text is a paragraph of advice)."""
+    from distributed import KilledWorker
+
+    if isinstance(exc, KilledWorker):
+        last = getattr(exc.last_worker, "address", exc.last_worker)
+        return (f"the worker running it died on each of {exc.allowed_failures + 1} attempts (last {last}): "
+                "over its memory limit or killed; see the worker logs")
+    return " ".join(str(exc).split())[:_DETAIL_CHARS]
+
+
+def record_failed_task(spec: TaskSpec, exc: BaseException) -> dict:
+    """Write the errored-file row for ``spec`` and return its task record (``failed`` set, no marker)."""
+    reason = failure_reason(exc)
+    detail = failure_detail(exc)
+    reg = registry()
+    classes = [reg[next(iter(item))] for item in spec.stages]
+    schema = document_schema(classes)  # stage fields are class attributes: no model is loaded
+    offset = spec.part[0] if spec.part else 0
+    source = spec.input.rstrip("/")
+    row = {"id": doc_id(f"{spec.input}:{FILE_RECORD}:{offset}"), "source": spec.input,
+           "warc_file": source.rsplit("/", 1)[-1], "warc_offset": offset, "record_type": FILE_RECORD,
+           "error_reason": f"{reason}: {detail}" if detail else reason, "error_stage": "read"}
+    so = spec.storage_options
+    fs, _ = fs_and_path(spec.output, so)
+    for kind in ("documents", "rejected"):
+        _, stale = fs_and_path(join(spec.output, kind, f"{spec.task_id}.parquet"), so)
+        if fs.exists(stale):
+            fs.rm(stale)
+    w = ShardWriter(join(spec.output, "errors", f"{spec.task_id}.parquet"), schema, so)
+    w.write(conform(_rows_to_table([row], schema), schema))
+    w.commit()
+    ledger = Ledger()
+    for name in ["read"] + [c.name for c in classes]:  # the chain's stage order, zeros included, as a finished task has
+        ledger.stage(name)
+    ledger.record("read", 1, 0, errored=[reason])
+    ledger.records_by_type[FILE_RECORD] += 1
+    ledger.check()
+    return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
+            "files": {"documents": False, "rejected": False, "errors": True}, "ledger": ledger.to_dict(),
+            "failed": {"reason": reason, "detail": detail}}

@@ -1,0 +1,145 @@
+"""Extraction quality floors on trafilatura's evaluation set and the Article Extraction Benchmark.
+
+The scores are computed here, independently of benchmarks/bench_extraction.py (which also times
+trafilatura and us in the same run). Floors were measured on all pages first, then pinned a little
+below (2026-11-30, stage defaults: main content, clean, fallback_chars=200):
+
+    set                 config                          precision  recall  F1
+    trafilatura eval    defaults                        0.812      0.946   0.874
+    trafilatura eval    clean=False, fallback_chars=0   0.770      0.940   0.847
+    AEB                 defaults                        0.930      0.985   0.957
+    AEB                 clean=False, fallback_chars=0   0.864      0.986   0.921
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from datapipe.stages.extract import extract_one
+
+
+# ---------------------------------------------------------------- scoring (written for this test)
+
+def string_scores(texts, pages):
+    """trafilatura's evaluation: 'with' found = TP, missing = FN; 'without' present = FP."""
+    tp = fn = fp = 0
+    for text, (_, with_, without) in zip(texts, pages):
+        for s in with_:
+            if s in text:
+                tp += 1
+            else:
+                fn += 1
+        fp += sum(1 for s in without if s in text)
+    p, r = tp / (tp + fp), tp / (tp + fn)
+    return p, r, 2 * p * r / (p + r)
+
+
+def token_scores(texts, pages):
+    """Whitespace tokens, multiset overlap; per-page P and R averaged, F1 of the averages."""
+    ps, rs = [], []
+    for text, (_, body) in zip(texts, pages):
+        pred, true = Counter(text.split()), Counter(body.split())
+        both = sum(min(n, true[w]) for w, n in pred.items())
+        ps.append(both / sum(pred.values()) if pred else 0.0)
+        rs.append(both / sum(true.values()) if true else 0.0)
+    p, r = sum(ps) / len(ps), sum(rs) / len(rs)
+    return p, r, 2 * p * r / (p + r)
+
+
+def test_token_scores_by_hand():
+    # pred a a b c / true a b b d: overlap {a:1, b:1} = 2 of 4 predicted, 2 of 4 true.
+    assert token_scores(["a a b c"], [(None, "a b b d")]) == (0.5, 0.5, 0.5)
+    # Page 2 predicts nothing: precision and recall 0 there; averages (1+0)/2.
+    p, r, f = token_scores(["x y", ""], [(None, "x y"), (None, "z")])
+    assert (p, r) == (0.5, 0.5) and f == 0.5
+
+
+def test_string_scores_by_hand():
+    pages = [(None, ["alpha", "beta"], ["gamma"]), (None, ["delta"], ["eps", "zeta"])]
+    # TP alpha, delta; FN beta; FP gamma, eps -> P 2/4, R 2/3.
+    p, r, f = string_scores(["alpha gamma", "delta eps"], pages)
+    assert (p, r) == (0.5, 2 / 3)
+    assert f == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
+
+
+# ---------------------------------------------------------------- the two measures on made-up pages
+
+ARTICLE = "<p>" + " ".join(f"Sentence number {i} of the article body tells its story." for i in range(40)) + "</p>"
+
+
+def test_clean_drops_title_captions_newsletter_and_footer():
+    html = (f"<html><body><article><h1>The Headline Of Page</h1>{ARTICLE}"
+            "<p class='image-caption'>A caption under the image shown</p>"
+            f"{ARTICLE}<div class='newsletter-box'><p>Sign up for our daily letter now</p></div>"
+            "<div class='article-footer'><p>Article footer text is here</p></div>"
+            "</article></body></html>").encode()
+    cleaned = extract_one(html, "utf-8")[0]
+    plain = extract_one(html, "utf-8", clean=False, fallback_chars=0)[0]
+    assert "Sentence number 39 of the article body" in cleaned
+    assert cleaned.count("Sentence number 7 of") == plain.count("Sentence number 7 of") == 2
+    for boiler in ("The Headline Of Page", "A caption under the image", "Sign up for our daily", "Article footer text"):
+        assert boiler in plain and boiler not in cleaned, boiler
+
+
+def test_fallback_to_whole_page_when_main_content_is_short():
+    # A short page: main-content mode keeps too little of it (below fallback_chars).
+    html = (b"<html><body><div class='nav'><a href='/'>Home</a></div>"
+            b"<div class='sidebar'><p>Opening hours are Monday to Friday from nine to five.</p></div>"
+            b"</body></html>")
+    main_only = extract_one(html, "utf-8", fallback_chars=0)[0]
+    assert len(main_only) < 200
+    whole = extract_one(html, "utf-8", main_content=False)[0]
+    with_fallback = extract_one(html, "utf-8")[0]
+    assert len(whole) > len(main_only)
+    assert "Opening hours are Monday to Friday" in with_fallback
+    # fallback_chars=0 switches it off: the text is main content's, whatever it is.
+    assert with_fallback != main_only
+
+
+# ---------------------------------------------------------------- floors on the real sets
+
+@pytest.fixture(scope="module")
+def trafilatura_pages(data_dir):
+    blobs, meta = {}, None
+    with tarfile.open(data_dir / "extraction" / "trafilatura_eval.tar.xz", "r:xz") as tf:
+        for m in tf:  # one sequential pass: xz cannot seek back cheaply
+            if not m.isfile():
+                continue
+            p = Path(m.name)
+            if p.name == "evaldata.json":
+                meta = json.load(tf.extractfile(m))
+            elif p.parent.name in ("eval", "cache"):
+                blobs[p.name] = tf.extractfile(m).read()
+    return [(blobs[e["file"]], e.get("with", []), e.get("without", [])) for e in meta.values() if e["file"] in blobs]
+
+
+@pytest.fixture(scope="module")
+def aeb_pages(data_dir):
+    root = data_dir / "extraction" / "scrapinghub_aeb"
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    return [(gzip.decompress((root / "html" / f"{k}.html.gz").read_bytes()), v["articleBody"]) for k, v in truth.items()]
+
+
+def _texts(pages, **cfg):
+    return [extract_one(page[0], None, **cfg)[0] or "" for page in pages]
+
+
+def test_trafilatura_eval_f1_floor(trafilatura_pages):
+    assert len(trafilatura_pages) == 990
+    p, r, f1 = string_scores(_texts(trafilatura_pages), trafilatura_pages)
+    assert p >= 0.805 and r >= 0.94 and f1 >= 0.868, (p, r, f1)
+    _, _, f1_plain = string_scores(_texts(trafilatura_pages, clean=False, fallback_chars=0), trafilatura_pages)
+    assert f1 - f1_plain >= 0.02, (f1, f1_plain)  # the clean + fallback measures earn their keep
+
+
+def test_aeb_token_f1_floor(aeb_pages):
+    assert len(aeb_pages) == 181
+    p, r, f1 = token_scores(_texts(aeb_pages), aeb_pages)
+    assert p >= 0.92 and r >= 0.98 and f1 >= 0.95, (p, r, f1)
+    _, _, f1_plain = token_scores(_texts(aeb_pages, clean=False, fallback_chars=0), aeb_pages)
+    assert f1 - f1_plain >= 0.025, (f1, f1_plain)
