@@ -65,6 +65,16 @@ def test_ledger_conserves_and_matches_shards(sample_run):
     assert rp["ledger"]["records_by_type"] == {"response": 1171}
 
 
+def test_dedup_stats_in_ledger_match_rejections(sample_run):
+    _, out = sample_run
+    led = json.loads((out / "ledger.json").read_text())
+    hist = led["phases"]["dedup"]["stats"]["exact_cluster_sizes"]
+    # A cluster of size k keeps 1 and rejects k-1: the histogram must explain every dedup:exact row.
+    removed = sum((int(size) - 1) * n for size, n in hist.items())
+    rows = pq.read_table(out / "rejected", columns=["reject_reason"]).column("reject_reason").to_pylist()
+    assert removed == rows.count("dedup:exact") == led["stages"]["dedup_exact"]["rejected"].get("dedup:exact", 0)
+
+
 def test_clipped_file_is_an_errored_row(sample_run):
     _, out = sample_run
     errs = pq.read_table(out / "errors").to_pylist()
