@@ -70,7 +70,8 @@ def trafilatura_eval(data_dir, tmp_path_factory):
 
 
 def test_trafilatura_eval_floor(trafilatura_eval):
-    """Measured on all 990 pages (2026-11-30): 94.0% of 'with' strings found, 72.0% of 'without' absent."""
+    """Measured on all 990 pages (2026-11-30, defaults clean=True, fallback_chars=200): 94.6% of 'with'
+    strings found, 78.2% of 'without' absent (before cleaning and fallback: 94.0% and 72.0%)."""
     data = json.loads((trafilatura_eval / "evaldata.json").read_text())
     found = total_w = absent = total_wo = pages = 0
     for entry in data.values():
@@ -85,5 +86,5 @@ def test_trafilatura_eval_floor(trafilatura_eval):
         absent += sum(s not in text for s in entry.get("without", []))
         total_wo += len(entry.get("without", []))
     assert pages == 990
-    assert found / total_w >= 0.935
-    assert absent / total_wo >= 0.715
+    assert found / total_w >= 0.94
+    assert absent / total_wo >= 0.775

@@ -1,16 +1,13 @@
-"""Results table, ranking, loss-vs-weight plot, and the RegMix-style regression.
+"""Results table, ranking, loss-vs-weight plot, and the report of the RegMix-style regression.
 
-RegMix (Liu et al. 2024, "RegMix: Data Mixture as Regression for Language Model Pre-training",
-arXiv:2407.01492): fit a regressor from mixture weights to the proxies' validation loss, predict
-the loss of many mixtures sampled from the same simplex region, and take the mean of the top-k
-predicted mixtures as the recommendation. Here the features are the *achieved* token shares of each
-training set and the target is the ranking objective.
+The regression itself (RegMix: Liu et al. 2024, arXiv:2407.01492; per-held-out-set loss models on
+log-share features, leave-one-out check, search inside the convex hull of the tried mixtures, and
+the fallback to the best tried mixture when the fit is poor) lives in ``datapipe.ablate.regmix``.
 """
 from __future__ import annotations
 
 import base64
 import html
-import math
 from pathlib import Path
 
 import numpy as np
@@ -54,34 +51,6 @@ def results_table(records: list[dict], domains: list[str], eval_names: list[str]
     return pa.table(cols)
 
 
-def fit_and_recommend(x: np.ndarray, y: np.ndarray, alpha: np.ndarray, model: str, samples: int, top_k: int,
-                      seed: int) -> dict:
-    """Fit ``model`` (``linear``: sklearn Ridge; ``gbm``: GradientBoostingRegressor) on shares
-    ``x`` [n, K] -> objective ``y`` [n]; predict ``samples`` Dirichlet(``alpha``) points; return
-    ``{"weights" [K], "predicted", "r2_train", "loo_spearman" (n >= 5, else None)}``."""
-    from scipy.stats import spearmanr
-    from sklearn.ensemble import GradientBoostingRegressor
-    from sklearn.linear_model import Ridge
-    from sklearn.model_selection import LeaveOneOut, cross_val_predict
-
-    def make():
-        if model == "gbm":
-            return GradientBoostingRegressor(n_estimators=200, max_depth=2, learning_rate=0.05, random_state=seed)
-        return Ridge(alpha=1e-4)  # tiny penalty: the shares sum to 1, so plain OLS is singular
-
-    est = make().fit(x, y)
-    pts = np.random.default_rng([seed, 0x4E6]).dirichlet(alpha, size=samples)
-    pred = est.predict(pts)
-    top = np.argsort(pred, kind="stable")[:min(top_k, samples)]
-    best = pts[top].mean(axis=0)
-    loo = None
-    if len(y) >= 5:
-        cv = cross_val_predict(make(), x, y, cv=LeaveOneOut())
-        loo = float(spearmanr(cv, y).statistic)
-    return {"weights": best / best.sum(), "predicted": float(est.predict(best[None])[0]),
-            "r2_train": float(est.score(x, y)) if len(y) > 1 else None, "loo_spearman": loo}
-
-
 def plot_loss_vs_weight(table: pa.Table, domains: list[str], eval_names: list[str], path: Path) -> None:
     """One panel per domain: x = its achieved share, y = loss on its own held-out set (when it has
     one) and the objective. Saved as PNG (matplotlib, Agg backend)."""
@@ -113,45 +82,80 @@ def mix_block(weights: dict[str, float], run_index: dict) -> str:
     return yaml.safe_dump({"mix": {k: base[k] for k in keep if k in base}}, sort_keys=False)
 
 
-def _markdown(table: pa.Table, domains: list[str], eval_names: list[str]) -> str:
-    rows = sorted(table.to_pylist(), key=lambda r: r["objective"])
-    head = ["rank", "mixture", *[f"w {d}" for d in domains], "objective", *[f"loss {n}" for n in eval_names], "s"]
+def _markdown(table: pa.Table, domains: list[str], eval_names: list[str], loo: list[float] | None) -> str:
+    """Ranking by measured objective; ``loo``: leave-one-out predicted objective per table row."""
+    rows = table.to_pylist()
+    order = sorted(range(len(rows)), key=lambda i: rows[i]["objective"])
+    head = ["rank", "mixture", *[f"w {d}" for d in domains], "objective", *(["LOO pred"] if loo else []),
+            *[f"loss {n}" for n in eval_names], "s"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for i, r in enumerate(rows, 1):
-        cells = [str(i), r["mixture_id"], *[f"{r[f'share_{d}']:.3f}" for d in domains], f"{r['objective']:.4f}",
-                 *[f"{r[f'loss_{n}']:.4f}" for n in eval_names], f"{r['wall_s'] or 0:.1f}"]
+    for rank, i in enumerate(order, 1):
+        r = rows[i]
+        cells = [str(rank), r["mixture_id"], *[f"{r[f'share_{d}']:.3f}" for d in domains], f"{r['objective']:.4f}",
+                 *([f"{loo[i]:.4f}"] if loo else []), *[f"{r[f'loss_{n}']:.4f}" for n in eval_names],
+                 f"{r['wall_s'] or 0:.1f}"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+def _fit_lines(reg: dict, n: int, model: str, eval_names: list[str]) -> list[str]:
+    """Plain-text lines describing the fit and its leave-one-out error (for the report and the yaml)."""
+    from datapipe.ablate.regmix import EPS
+
+    kind = "gradient boosting" if model == "gbm" else "ridge"
+    lines = [f"Fit: {kind} on [share, log(share + {EPS:g})] per domain, one model per held-out set; "
+             f"objective = weighted sum of the predicted losses (RegMix, Liu et al. 2024)."]
+    if reg["loo_spearman"] is None and reg["loo_mae"] is None:
+        lines.append(f"Leave-one-out error: not computed ({n} mixtures).")
+    else:
+        rho = "undefined" if reg["loo_spearman"] is None else f"{reg['loo_spearman']:.3f}"
+        per = ", ".join(f"{s} {e:.3f}" for s, e in zip(eval_names, reg["loo_mae_sets"]))
+        lines.append(f"Leave-one-out over {n} mixtures: Spearman {rho}, MAE {reg['loo_mae']:.4f} nats/token "
+                     f"(objective); MAE per held-out set: {per}.")
+    return lines
+
+
+def _decision_lines(reg: dict, rows: list[dict], samples: int) -> list[str]:
+    """What was recommended and why: the hull optimum, or the fallback to the best tried mixture."""
+    best = rows[reg["best_index"]]
+    if reg["fallback"]:
+        return [f"FALLBACK: {reg['reason']}, so the regression is not trusted. These are the weights of the best "
+                f"tried mixture {best['mixture_id']} (measured objective {best['objective']:.4f}), not a "
+                "regression optimum; run more mixtures before trusting a fit."]
+    near = min(rows, key=lambda r: sum(abs(r[f"share_{d}"] - w) for d, w in reg["named"].items()))
+    dist = sum(abs(near[f"share_{d}"] - w) for d, w in reg["named"].items())
+    return [f"Searched {samples} convex combinations of the tried mixtures (no extrapolation beyond their hull); "
+            f"{reg['reason']}.",
+            f"Predicted objective {reg['predicted']:.4f}; best measured {best['objective']:.4f} "
+            f"({best['mixture_id']}); nearest tried mixture {near['mixture_id']} (L1 distance {dist:.3f})."]
 
 
 def analyse(records: list[dict], domains: list[str], eval_names: list[str], m, run_index: dict, out: Path) -> dict:
     """Write results.parquet/.csv, ranking.md, loss_vs_weight.png, recommended_mix.yaml and report.html
     under ``out``; return ``{"best": {...}, "recommended": {...}, "ranking_md", paths}``."""
-    from datapipe.ablate.mixtures import dirichlet_alpha
+    from datapipe.ablate.regmix import fit_and_recommend
 
-    table = results_table(records, domains, eval_names, m.analysis.objective)
+    a = m.analysis
+    table = results_table(records, domains, eval_names, a.objective)
     pq.write_table(table, out / "results.parquet")
     pacsv.write_csv(table, out / "results.csv")
-    md = _markdown(table, domains, eval_names)
-    (out / "ranking.md").write_text(md)
     png = out / "loss_vs_weight.png"
     plot_loss_vs_weight(table, domains, eval_names, png)
-    best_row = min(table.to_pylist(), key=lambda r: r["objective"])
-    x = np.array([[r[f"share_{d}"] for d in domains] for r in table.to_pylist()])
-    y = table.column("objective").to_numpy()
-    d = m.mixtures.dirichlet
-    if d is not None:  # RegMix: search the region the mixtures were sampled from
-        prior = d.prior or {k: float(v) for k, v in zip(domains, x.mean(axis=0))}
-        alpha = dirichlet_alpha(prior, domains, d.concentration, d.min_weight)
-    else:
-        alpha = dirichlet_alpha(dict(zip(domains, x.mean(axis=0))), domains, 1.0, 0.02)
-    reg = fit_and_recommend(x, y, alpha, m.analysis.model, m.analysis.samples, m.analysis.top_k, m.seed)
-    rec_w = {dom: float(w) for dom, w in zip(domains, reg["weights"])}
-    note = ("# Recommended by `datapipe ablate` (RegMix-style regression, Liu et al. 2024) from "
-            f"{len(records)} proxy runs; predicted objective {reg['predicted']:.4f} "
-            f"(best measured {best_row['objective']:.4f}, {best_row['mixture_id']}).\n")
-    if len(records) <= len(domains):
-        note += f"# Caution: {len(records)} mixtures for {len(domains)} domains underdetermine the regression.\n"
+    rows = table.to_pylist()
+    x = np.array([[r[f"share_{d}"] for d in domains] for r in rows])
+    losses = np.array([[r[f"loss_{n}"] for n in eval_names] for r in rows])
+    obj_w = np.array([(a.objective or {n: 1.0 for n in eval_names}).get(n, 0.0) for n in eval_names])
+    reg = fit_and_recommend(x, losses, obj_w, a.model, a.samples, a.top_k, m.seed, a.min_loo_spearman)
+    best_row = rows[reg["best_index"]]
+    reg["named"] = {dom: float(w) for dom, w in zip(domains, reg["weights"])}
+    # fallback: the best run's own target weights, which reproduce it (its shares are what it achieved)
+    rec_w = {dom: best_row[f"w_{dom}"] for dom in domains} if reg["fallback"] else reg["named"]
+    info = _fit_lines(reg, len(rows), a.model, eval_names) + _decision_lines(reg, rows, a.samples)
+    md = (_markdown(table, domains, eval_names, reg["loo_objective"])
+          + "\n## Regression (RegMix-style, Liu et al. 2024)\n\n" + "\n".join(f"- {s}" for s in info) + "\n")
+    (out / "ranking.md").write_text(md)
+    note = f"# Recommended by `datapipe ablate` from {len(records)} proxy runs.\n"
+    note += "".join(f"# {s}\n" for s in info)
     block = note + mix_block(rec_w, run_index)
     (out / "recommended_mix.yaml").write_text(block)
     img = base64.b64encode(png.read_bytes()).decode()
@@ -162,8 +166,10 @@ def analyse(records: list[dict], domains: list[str], eval_names: list[str], m, r
         f"<h2>Recommended mix</h2><pre>{html.escape(block)}</pre></body></html>")
     return {"best": {"mixture_id": best_row["mixture_id"], "objective": best_row["objective"],
                      "shares": {dom: best_row[f"share_{dom}"] for dom in domains}},
-            "recommended": {"weights": rec_w, "predicted_objective": reg["predicted"],
-                            "r2_train": reg["r2_train"], "loo_spearman": reg["loo_spearman"]},
+            "recommended": {"weights": rec_w, "predicted_objective": reg["predicted"], "fallback": reg["fallback"],
+                            "reason": reg["reason"], "r2_train": reg["r2_train"],
+                            "loo_spearman": reg["loo_spearman"], "loo_mae": reg["loo_mae"],
+                            "loo_mae_sets": dict(zip(eval_names, reg["loo_mae_sets"] or []))},
             "ranking_md": md, "mix_block": block, "files": [str(out / f) for f in (
                 "results.parquet", "results.csv", "ranking.md", "loss_vs_weight.png", "recommended_mix.yaml",
-                "report.html")], "finite": all(math.isfinite(v) for v in y)}
+                "report.html")], "finite": bool(np.isfinite(losses).all())}

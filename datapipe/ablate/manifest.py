@@ -138,13 +138,17 @@ class Analysis(_Strict):
     """Ranking objective and the RegMix-style regression (Liu et al. 2024, arXiv:2407.01492).
 
     ``objective``: weights per eval-set name (empty = mean over all eval sets). ``model``:
-    ``linear`` (ridge on the weights) or ``gbm`` (gradient boosting, needs more mixtures).
-    The best mixture is the mean of the ``top_k`` best of ``samples`` simplex points predicted."""
+    ``linear`` (ridge on [share, log(share + 1e-3)] per domain) or ``gbm`` (gradient boosting,
+    needs more mixtures); one model per held-out set. The best mixture is the mean of the ``top_k``
+    best of ``samples`` convex combinations of the tried mixtures. When the leave-one-out Spearman
+    of predicted vs measured objective is below ``min_loo_spearman`` (or fewer than 5 mixtures),
+    the best tried mixture is recommended instead."""
 
     objective: dict[str, float] = {}
     model: Literal["linear", "gbm"] = "linear"
     samples: int = Field(100_000, ge=1)
     top_k: int = Field(100, ge=1)
+    min_loo_spearman: float = Field(0.5, ge=-1, le=1)
 
     @field_validator("objective")
     @classmethod
