@@ -109,7 +109,7 @@ def fit_and_recommend(x: np.ndarray, losses: np.ndarray, obj_w: np.ndarray, mode
     rho = out["loo_spearman"]
     if rho is None or rho < min_spearman:
         why = (f"{len(x)} mixtures are too few to validate the fit (need {MIN_LOO})" if len(x) < MIN_LOO
-               else f"leave-one-out Spearman {'undefined' if rho is None else f'{rho:.2f}'} < {min_spearman}")
+               else f"leave-one-out Spearman {'undefined' if rho is None else f'{rho:.3f}'} < {min_spearman}")
         return out | {"weights": x[best] / x[best].sum(), "predicted": float(fit_y[best]), "fallback": True,
                       "reason": why}
     pts = hull_samples(x, samples, seed)
@@ -118,4 +118,4 @@ def fit_and_recommend(x: np.ndarray, losses: np.ndarray, obj_w: np.ndarray, mode
     rec = pts[top].mean(axis=0)  # a mean of hull points stays in the hull
     rec = rec / rec.sum()
     return out | {"weights": rec, "predicted": float(predict_sets(models, rec[None])[0] @ w), "fallback": False,
-                  "reason": f"leave-one-out Spearman {rho:.2f} >= {min_spearman}"}
+                  "reason": f"leave-one-out Spearman {rho:.3f} >= {min_spearman}"}
