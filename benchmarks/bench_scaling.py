@@ -8,7 +8,7 @@ Input: ``--files`` WARC files built from the real ``realpages-1171.warc.gz`` (ea
 given a distinct WARC-Record-ID (uuid5 of the original id and the file number), so documents ids
 differ across files as in a real crawl. Each record is its own gzip member, as in Common Crawl.
 
-For each worker count a LocalCluster (one thread per worker process) is started and warmed (stage
+For each worker count ``runner.local_cluster`` (one thread per worker process) is started and warmed (stage
 chain built on every worker: models and lists loaded), then ``runner.run`` of phase 1 (the
 manifest's stages; dedup/mix/tokenize off) is timed through ``cluster.address``. Reported:
 records/s, speedup and parallel efficiency ``T(1) / (n * T(n))``, and whether the documents
@@ -26,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
+import types
 import uuid
 import zlib
 from multiprocessing import Pool
@@ -80,13 +81,17 @@ def _warm(stages):
 
 
 def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int) -> dict:
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     from datapipe import runner
     from datapipe.manifest import load_manifest
 
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit="auto",
-                           dashboard_address="127.0.0.1:0", host="127.0.0.1")
+    # No HTML report (~10 s after phase 1, not what is measured; and it needs duckdb/matplotlib).
+    report = types.ModuleType("datapipe.report")
+    report.write_report = lambda *a, **k: None
+    sys.modules["datapipe.report"] = report
+    # The LocalCluster ``datapipe run`` starts (worker environment: datapipe/procenv.py).
+    cluster = runner.local_cluster(n, threads_per_worker=1, memory_limit="auto", dashboard_address="127.0.0.1:0")
     try:
         with Client(cluster) as c:
             m = load_manifest(manifest_path, {"inputs.paths": inputs, "inputs.crawl": None, "output": str(out),

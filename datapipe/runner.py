@@ -125,10 +125,31 @@ def dashboard_exposed(address: str | None) -> bool:
     return host not in ("127.0.0.1", "localhost", "::1")
 
 
+def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="auto",
+                  dashboard_address: str | None = "127.0.0.1:8787", retries: int = 2):
+    """The LocalCluster of ``datapipe run`` (and benchmarks/bench_scaling.py): worker processes
+    (they must be able to start the extraction sandbox subprocess), each started with
+    ``procenv.worker_environ`` (malloc thresholds, library thread pools capped to its threads:
+    one host, one worker per core, see datapipe/procenv.py).
+    allowed_failures: a task whose worker dies (e.g. over memory_limit) is retried ``retries``
+    times, like a task that raises, then reported as KilledWorker (its file errored, see run)."""
+    import dask
+    from distributed import LocalCluster
+
+    from datapipe import procenv
+
+    env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **procenv.worker_environ(threads_per_worker)}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": env, **procenv.DASK_CONFIG}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                            memory_limit=memory_limit, dashboard_address=dashboard_address,
+                            host="127.0.0.1", silence_logs=logging.ERROR,
+                            scheduler_kwargs={"allowed_failures": retries})
+
+
 @contextmanager
 def dask_client(manifest: Manifest, quiet: bool = False):
     """A ``distributed.Client`` for the manifest's cluster section (LocalCluster by default)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     c = manifest.cluster
     if c.address:
@@ -146,13 +167,7 @@ def dask_client(manifest: Manifest, quiet: bool = False):
         log.warning("the Dask dashboard listens on %s: anyone who reaches this host can watch the run "
                     "(task names, file paths, counters) without a password; the default is 127.0.0.1 "
                     "(reach it through an SSH tunnel)", c.dashboard_address)
-    # Worker processes must be able to start the extraction sandbox subprocess.
-    # allowed_failures: a task whose worker dies (e.g. over memory_limit) is retried cluster.retries
-    # times, like a task that raises, then reported as KilledWorker (its file errored, see runner.run).
-    cluster = LocalCluster(n_workers=n, threads_per_worker=c.threads_per_worker, processes=True,
-                           memory_limit=c.memory_limit, dashboard_address=c.dashboard_address,
-                           host="127.0.0.1", silence_logs=logging.ERROR,
-                           scheduler_kwargs={"allowed_failures": c.retries})
+    cluster = local_cluster(n, c.threads_per_worker, c.memory_limit, c.dashboard_address, c.retries)
     client = Client(cluster)
     try:
         yield client
@@ -179,6 +194,9 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         from datapipe import monitor
 
         monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
+        from datapipe.procenv import ProcessLimits
+
+        client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
         dashboard = client.dashboard_link
         if on_dashboard:
             on_dashboard(dashboard)

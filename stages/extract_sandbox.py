@@ -66,12 +66,22 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> None:
+        from datapipe.procenv import sandbox_environ
+
+        # -P: no working directory on sys.path, so a checkout's ``datapipe/`` folder (which lacks
+        # ``datapipe.stages``: see pyproject's package-dir) cannot shadow the installed package.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "datapipe.stages.extract_sandbox"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            [sys.executable, "-P", "-m", "datapipe.stages.extract_sandbox"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=sandbox_environ())
         _grow_pipe(self.proc.stdin.fileno())
         _grow_pipe(self.proc.stdout.fileno())
         _write(self.proc.stdin, self.options)
+        # Wait for the child's imports here, so start-up never counts against a document's deadline.
+        fd = self.proc.stdout.fileno()
+        head = _read_exact(fd, _LEN.size, time.monotonic() + 120)
+        if head is None or pickle.loads(_read_exact(fd, _LEN.unpack(head)[0], None)) != "ready":
+            self.close()
+            raise RuntimeError("extraction sandbox did not start")
 
     def close(self) -> None:
         if self.proc is not None:
@@ -80,22 +90,30 @@ class Sandbox:
             self.proc = None
 
     def run(self, items: list[tuple[bytes, str | None]], timeout_s: float) -> list[tuple]:
-        """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error)`` per item."""
-        out = []
-        for payload, charset in items:
+        """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error)`` per item.
+
+        The batch goes to the child in one message and results stream back one per document, each
+        with its own deadline: one round trip per batch, not per page (on a full host the per-page
+        ping-pong between worker and child cost more than the extraction). After a crash or an
+        overrun the child is restarted and gets the rest of the batch.
+        """
+        out: list[tuple] = []
+        while len(out) < len(items):
             if self.proc is None or self.proc.poll() is not None:
                 self._start()
+            rest = items[len(out):]
             try:
-                _write(self.proc.stdin, (payload, charset))
+                _write(self.proc.stdin, rest)
                 fd = self.proc.stdout.fileno()
-                deadline = time.monotonic() + timeout_s
-                head = _read_exact(fd, _LEN.size, deadline)
-                body = None if head is None else _read_exact(fd, _LEN.unpack(head)[0], deadline + 5)
-                if body is None:
-                    self.close()
-                    out.append((None, None, "extract:timeout"))
-                    continue
-                out.append(pickle.loads(body))
+                for _ in rest:
+                    deadline = time.monotonic() + timeout_s
+                    head = _read_exact(fd, _LEN.size, deadline)
+                    body = None if head is None else _read_exact(fd, _LEN.unpack(head)[0], deadline + 5)
+                    if body is None:
+                        self.close()
+                        out.append((None, None, "extract:timeout"))
+                        break
+                    out.append(pickle.loads(body))
             except (EOFError, BrokenPipeError, OSError):
                 self.close()
                 out.append((None, None, "extract:crash"))
@@ -114,15 +132,17 @@ def _serve() -> None:
         return pickle.loads(inp.read(_LEN.unpack(head)[0]))
 
     options = read()
+    _write(outp, "ready")
     while True:
-        item = read()
-        if item is None:
+        batch = read()
+        if batch is None:
             return
-        try:
-            result = extract_one(item[0], item[1], **options)
-        except Exception as e:  # noqa: BLE001 - reported per document
-            result = (None, None, f"extract:exception:{type(e).__name__}")
-        _write(outp, result)
+        for payload, charset in batch:
+            try:
+                result = extract_one(payload, charset, **options)
+            except Exception as e:  # noqa: BLE001 - reported per document
+                result = (None, None, f"extract:exception:{type(e).__name__}")
+            _write(outp, result)
 
 
 if __name__ == "__main__":

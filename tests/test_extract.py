@@ -88,3 +88,20 @@ def test_trafilatura_eval_floor(trafilatura_eval):
     assert pages == 990
     assert found / total_w >= 0.94
     assert absent / total_wo >= 0.775
+
+
+def test_sandbox_overrun_costs_only_that_document_in_a_batch():
+    """A page that overruns its deadline mid-batch: it is errored, the child restarts, and the
+    rest of the batch is extracted in order (the batch travels in one message)."""
+    from datapipe.stages.extract_sandbox import Sandbox
+
+    small = [b"<html><body><p>" + f"page {i} ".encode() * 30 + b"</p></body></html>" for i in range(4)]
+    # ~42 MB of markup: several seconds of extraction, far over the 1 s deadline.
+    huge = b"<html><body>" + b"<div><p>word and more words here</p></div>" * 1_000_000 + b"</body></html>"
+    sb = Sandbox({"main_content": False})
+    try:
+        out = sb.run([(small[0], None), (small[1], None), (huge, None), (small[2], None), (small[3], None)], 1.0)
+    finally:
+        sb.close()
+    assert [o[2] for o in out] == [None, None, "extract:timeout", None, None]
+    assert [o[0].split()[1] for o in out if o[0]] == ["0", "1", "2", "3"]
