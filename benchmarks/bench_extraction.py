@@ -25,12 +25,10 @@ timed pass (extraction is deterministic). Prints one JSON object.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import statistics
 import sys
-import tarfile
 import time
 from collections import Counter
 from importlib.metadata import PackageNotFoundError, version
@@ -41,37 +39,14 @@ sys.path.insert(0, str(HERE))
 from timing import summarize  # noqa: E402
 
 from datapipe.env import shared_data  # noqa: E402
+from datapipe.evalsets import aeb_pages, trafilatura_eval_pages  # noqa: E402
 from datapipe.stages.extract import ExtractConfig, extract_one  # noqa: E402
 
 
 # ---------------------------------------------------------------- data
 
-def load_trafilatura_eval(path: Path) -> list[tuple[bytes, list[str], list[str]]]:
-    """``(html bytes, with strings, without strings)`` per page, read from the tarball in one sequential
-    pass (an xz stream cannot seek back cheaply)."""
-    blobs: dict[str, bytes] = {}
-    meta = None
-    with tarfile.open(path, "r:xz") as tf:
-        for m in tf:
-            if not m.isfile():
-                continue
-            p = Path(m.name)
-            if p.name == "evaldata.json":
-                meta = json.load(tf.extractfile(m))
-            elif p.parent.name in ("eval", "cache"):
-                blobs.setdefault(p.name, tf.extractfile(m).read())
-    pages = []
-    for entry in meta.values():
-        if entry["file"] in blobs:
-            pages.append((blobs[entry["file"]], entry.get("with", []), entry.get("without", [])))
-    return pages
-
-
-def load_aeb(root: Path) -> list[tuple[bytes, str]]:
-    """``(html bytes, ground-truth article body)`` per page."""
-    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
-    return [(gzip.decompress((root / "html" / f"{key}.html.gz").read_bytes()), item.get("articleBody") or "")
-            for key, item in sorted(truth.items())]
+load_trafilatura_eval = trafilatura_eval_pages
+load_aeb = aeb_pages
 
 
 # ---------------------------------------------------------------- scores

@@ -26,7 +26,6 @@ import os
 import shutil
 import sys
 import tempfile
-from pathlib import Path
 
 import pyarrow as pa
 

@@ -15,11 +15,12 @@ offsets FastWARC reports gives valid WARC files without recompressing.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
+
+from datapipe.models import sha256_file
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "work"
@@ -30,12 +31,7 @@ def source_path() -> Path:
     return shared / "warc" / "realpages-1171.warc.gz"
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+sha256 = sha256_file  # one implementation: datapipe.models
 
 
 def record_spans(path: Path) -> list[tuple[int, int]]:

@@ -106,7 +106,6 @@ def test_rerun_skips_finished_tasks(sample_run, data_dir):
 def test_killed_run_resumes_to_same_shards(sample_run, data_dir, tmp_path):
     _, ref_out = sample_run
     out = tmp_path / "killed"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = CLI + ["run", str(REPO / "manifests" / "cc-2026.yaml"), "--input", str(data_dir / "warc"),
                  "--output", str(out), "--workers", "1", "--dashboard", "127.0.0.1:0", "--no-progress"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -12,14 +12,11 @@ below (2026-11-30, stage defaults: main content, clean, fallback_chars=200):
 """
 from __future__ import annotations
 
-import gzip
-import json
-import tarfile
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from datapipe import evalsets
 from datapipe.stages.extract import extract_one
 
 
@@ -105,24 +102,12 @@ def test_fallback_to_whole_page_when_main_content_is_short():
 
 @pytest.fixture(scope="module")
 def trafilatura_pages(data_dir):
-    blobs, meta = {}, None
-    with tarfile.open(data_dir / "extraction" / "trafilatura_eval.tar.xz", "r:xz") as tf:
-        for m in tf:  # one sequential pass: xz cannot seek back cheaply
-            if not m.isfile():
-                continue
-            p = Path(m.name)
-            if p.name == "evaldata.json":
-                meta = json.load(tf.extractfile(m))
-            elif p.parent.name in ("eval", "cache"):
-                blobs[p.name] = tf.extractfile(m).read()
-    return [(blobs[e["file"]], e.get("with", []), e.get("without", [])) for e in meta.values() if e["file"] in blobs]
+    return evalsets.trafilatura_eval_pages(data_dir / "extraction" / "trafilatura_eval.tar.xz")
 
 
 @pytest.fixture(scope="module")
 def aeb_pages(data_dir):
-    root = data_dir / "extraction" / "scrapinghub_aeb"
-    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
-    return [(gzip.decompress((root / "html" / f"{k}.html.gz").read_bytes()), v["articleBody"]) for k, v in truth.items()]
+    return evalsets.aeb_pages(data_dir / "extraction" / "scrapinghub_aeb")
 
 
 def _texts(pages, **cfg):

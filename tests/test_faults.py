@@ -59,7 +59,7 @@ def _assert_rows_match_ledger(out, led):
 def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
     inputs = tmp_path / "in"
     inputs.mkdir()
-    long_one = _first_records(data_dir / "warc" / "realpages-1171.warc.gz", 200, inputs / "realpages-200.warc.gz")
+    _first_records(data_dir / "warc" / "realpages-1171.warc.gz", 200, inputs / "realpages-200.warc.gz")
     for n in ("whirlwind_CC-MAIN-2024-22.warc.gz", "dolma_wget_sample-0001.warc.gz"):
         shutil.copy(data_dir / "warc" / n, inputs / n)
     files = sorted(inputs.iterdir())
