@@ -284,3 +284,31 @@ def test_damaged_warc_zst_costs_one_record(data_dir, tmp_path):
     p.write_bytes(b"".join(frames)[:-50])  # cut inside the last frame
     got = _sig(read_input(str(p)))
     assert len(got) == 50 and got[-1][:2] == ("errored", "read:truncated_zstd_frame") and got[:-1] == expect[:-1]
+
+
+def test_cc_text_through_global_dedup(cc_text, tmp_path, lid_model):
+    """The real Dolma CC documents plus a byte-identical copy of one file under another name: the
+    dedup phase must reject exactly one document of each copied pair that phase 1 kept, keeping the
+    smaller id (same WARC date), and the ledger must still balance."""
+    import shutil
+
+    copy = tmp_path / "copy-of-0091.jsonl.gz"
+    shutil.copy(cc_text[0], copy)
+    out = tmp_path / "run"
+    m = tmp_path / "m.yaml"
+    m.write_text(json.dumps({"name": "t", "inputs": {"paths": [str(p) for p in cc_text] + [str(copy)]},
+                             "output": str(out), "cluster": {"workers": 2, "dashboard_address": "127.0.0.1:0"},
+                             "stages": CHAIN, "dedup": {"exact": True}}))
+    runner.run(load_manifest(m))
+    led = Ledger.from_dict(json.loads((out / "ledger.json").read_text()))
+    led.check()
+    lines = jsonl_lines(cc_text[0])
+    pairs = {sha_id(f"{cc_text[0]}:{o}"): sha_id(f"{copy}:{o}") for o in offsets(lines)}
+    rejected = rows(out, "rejected")
+    phase1_kept = {r["id"] for r in rows(out, "documents")} | {r["id"] for r in rejected
+                                                                if r["reject_stage"] == "dedup"}
+    expected = {max(a, b): min(a, b) for a, b in pairs.items() if a in phase1_kept}  # loser -> representative
+    assert expected, "some documents of the copied file must survive phase 1"
+    got = {r["id"]: r["duplicate_of"] for r in rejected if r["reject_reason"] == "dedup:exact"}
+    assert got == expected
+    assert led.stages["dedup_exact"].rejected["dedup:exact"] == len(expected)
