@@ -147,6 +147,13 @@ def column_thresholds(stage: str, config: dict | None) -> dict[str, list[float]]
     out: dict[str, list[float]] = {}
     if stage == "langid":
         out["lang_score"] = [values["min_score"]]
+    elif stage == "gopher_repetition":  # one threshold per column: gopher_<key>, n-gram keys per n
+        for key, v in values.items():
+            if isinstance(v, dict):
+                kind = key.split("_ngram")[0]  # top / dup
+                out.update({f"gopher_{kind}_{n}gram_char_frac": [float(t)] for n, t in v.items() if t is not None})
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[f"gopher_{key}"] = [float(v)]
     elif hasattr(cls, "column") and getattr(cls, "column") and values.get("threshold") is not None:
         out[cls.column] = [values["threshold"]]
     for reason, col, _, _ in rule_tables(cls):

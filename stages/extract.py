@@ -89,6 +89,9 @@ class Extract(Stage):
         if c.sandbox:
             from datapipe.stages.extract_sandbox import Sandbox
             self._sandbox = Sandbox(self._opts)
+            # Start the child now (once per worker, with the models): a sandbox that cannot start
+            # fails before any work, and the first batch does not pay its start-up.
+            self._sandbox.start()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()

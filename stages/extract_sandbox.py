@@ -65,6 +65,11 @@ class Sandbox:
         self.options = options
         self.proc: subprocess.Popen | None = None
 
+    def start(self) -> None:
+        """Start the child if it is not running (also done lazily by ``run``)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+
     def _start(self) -> None:
         from datapipe.procenv import sandbox_environ
 

@@ -175,3 +175,19 @@ def test_doc_near_dup_cluster(run_dir):
     assert c == {"representative": rep, "members": [rep] + want, "size": len(want) + 1}
     assert I.document(run, rep)["cluster"] == c  # the kept representative sees the same cluster
     assert I.document(run, rep)["fate"] == {"fate": "kept"}
+
+
+def test_gopher_repetition_thresholds_for_every_signal_column():
+    # Rae et al. 2021, Table A1 (the stage's defaults): one threshold per signal column, so the
+    # report draws a line on every repetition histogram.
+    from datapipe.inspect_rules import column_thresholds
+    from datapipe.stages.gopher import GopherRepetition
+
+    th = column_thresholds("gopher_repetition", {})
+    assert set(th) == {f.name for f in GopherRepetition.fields}
+    assert th["gopher_dup_para_char_frac"] == [0.2] and th["gopher_top_3gram_char_frac"] == [0.18]
+    assert th["gopher_dup_10gram_char_frac"] == [0.1]
+    # A manifest's values win; an n-gram map given in the manifest replaces the default map.
+    th = column_thresholds("gopher_repetition", {"dup_line_frac": 0.25, "dup_ngram_char_frac": {5: 0.2}})
+    assert th["gopher_dup_line_frac"] == [0.25] and th["gopher_dup_5gram_char_frac"] == [0.2]
+    assert "gopher_dup_6gram_char_frac" not in th
