@@ -93,6 +93,17 @@ class Classifier:
             out[i] = min(max(p, 0.0), 1.0)  # fastText's softmax can exceed 1 by 1e-5
         return out
 
+    def predict_top(self, texts: list[str | None]) -> list[tuple[str | None, float | None]]:
+        """(best label without prefix, its probability) per text; ``(None, None)`` for None."""
+        out: list[tuple[str | None, float | None]] = [(None, None)] * len(texts)
+        idx = [i for i, t in enumerate(texts) if t is not None]
+        if idx:
+            lines = [preprocess(texts[i], self.preprocessing, self.max_tokens) for i in idx]
+            labels, probs = self._model.predict(lines, k=1)
+            for i, labs, ps in zip(idx, labels, probs):
+                out[i] = (labs[0].removeprefix(LABEL_PREFIX), float(min(max(ps[0], 0.0), 1.0)))
+        return out
+
     def predict(self, text: str) -> tuple[str, float]:
         """(best label without prefix, its probability) for one text (CS336 ``classify_*`` shape)."""
         labels, probs = self._model.predict(preprocess(text, self.preprocessing, self.max_tokens), k=1)
@@ -102,12 +113,15 @@ class Classifier:
 _CACHE: dict[tuple, Classifier] = {}
 
 
-def load_classifier(path: str | Path, positive_label: str | None = None, preprocessing: str | None = None) -> Classifier:
+def load_classifier(path: str | Path, positive_label: str | None = None, preprocessing: str | None = None,
+                    require_positive: bool = True) -> Classifier:
     """Load (once per process) a fastText model and its sidecar, if any.
 
     ``positive_label`` / ``preprocessing`` override the sidecar; without a sidecar the positive
     label must be given and preprocessing defaults to ``newlines``. Raises FileNotFoundError for
-    a missing model, ValueError when the positive label is not one of the model's labels.
+    a missing model, ValueError when the positive label is not one of the model's labels (unless
+    ``require_positive`` is False: multi-class users such as the ``topic`` stage then get the
+    first label as a placeholder and use ``predict_top``).
     """
     import fasttext
 
@@ -121,6 +135,8 @@ def load_classifier(path: str | Path, positive_label: str | None = None, preproc
     model = fasttext.load_model(str(p))
     labels = [lab.removeprefix(LABEL_PREFIX) for lab in model.get_labels()]
     pos = positive_label or meta.get("positive_label")
+    if pos is None and not require_positive and labels:
+        pos = labels[0]
     if pos is None or pos not in labels:
         raise ValueError(f"{p}: positive label {pos!r} is not among the model's labels {labels}")
     clf = Classifier(p, pos, preprocessing or meta.get("preprocessing", "newlines"),

@@ -13,6 +13,7 @@ STAGE_MODULES = [
     "datapipe.stages.profanity",
     "datapipe.stages.pii",
     "datapipe.stages.quality_classifier",
+    "datapipe.stages.topic",
 ]
 
 
