@@ -1,7 +1,6 @@
 """``datapipe run MANIFEST``: run a job and print its funnel."""
 from __future__ import annotations
 
-import argparse
 import sys
 from urllib.parse import urlsplit
 
@@ -24,7 +23,7 @@ def add_cli(sub) -> None:
                "killed, e.g. over its memory limit, or a task exception): they are listed, errored "
                "as whole files in OUTPUT/errors/ and OUTPUT/ledger.json (failed_tasks), the other "
                "files' outputs are complete, and rerunning the same command retries only them.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        )  # defaults are stated in each help text
     p.add_argument("manifest", help="path to the YAML manifest (e.g. manifests/cc-2026.yaml)")
     p.add_argument("--input", action="append", metavar="PATH",
                    help="input file, glob, directory or URL (repeatable); replaces the manifest's inputs")
