@@ -96,3 +96,16 @@ def merge_reasons(table: pa.Table, reasons: list, column: str = REJECT) -> pa.Ta
         old = table.column(column).to_pylist()
         reasons = [o if o is not None else r for o, r in zip(old, reasons)]
     return with_column(table, column, reasons, pa.string())
+
+
+def texts_in_languages(batch: pa.Table, languages: list[str]) -> list[str | None]:
+    """The ``text`` column as a list, with None for rows whose ``lang`` is not in ``languages``.
+
+    An empty ``languages`` (or a batch without ``lang``) keeps every text. Used by the scoring
+    stages, whose models are only meaningful for the languages they were trained on.
+    """
+    texts = batch.column("text").to_pylist()
+    if not languages or "lang" not in batch.column_names:
+        return texts
+    keep = set(languages)
+    return [t if lg in keep else None for t, lg in zip(texts, batch.column("lang").to_pylist())]

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from datapipe.env import shared_data
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stage import Stage, StageConfig, merge_reasons, register, texts_in_languages, with_column
 from datapipe.stages import wordlists as wl
 
 
@@ -223,10 +223,7 @@ class FastTextScoreStage(Stage):
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()
         c = self.config
-        texts = batch.column("text").to_pylist()
-        if c.languages and "lang" in batch.column_names:
-            langs = set(c.languages)
-            texts = [t if lg in langs else None for t, lg in zip(texts, batch.column("lang").to_pylist())]
+        texts = texts_in_languages(batch, c.languages)
         scores = self._clf.score(texts)
         vals = [None if s != s else float(s) for s in scores.tolist()]
         reasons = [f"{self.name}:score" if score_decision(v, c.threshold, self.reject_above) else None for v in vals]

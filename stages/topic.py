@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from datapipe.stage import Stage, StageConfig, register, with_column
+from datapipe.stage import Stage, StageConfig, register, texts_in_languages, with_column
 
 
 class TopicConfig(StageConfig):
@@ -35,10 +35,7 @@ class Topic(Stage):
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()
         c = self.config
-        texts = batch.column("text").to_pylist()
-        if c.languages and "lang" in batch.column_names:
-            keep = set(c.languages)
-            texts = [t if lg in keep else None for t, lg in zip(texts, batch.column("lang").to_pylist())]
+        texts = texts_in_languages(batch, c.languages)
         top = [(lab, p) if p is not None and p >= c.min_score else (None, None)
                for lab, p in self._clf.predict_top(texts)]
         batch = with_column(batch, "topic", [t[0] for t in top], pa.string())
