@@ -39,18 +39,12 @@ class RepetitionConfig(StageConfig):
     dup_ngram_char_frac: dict[int, float | None] = Field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10})
 
-    @field_validator("top_ngram_char_frac")
+    @field_validator("top_ngram_char_frac", "dup_ngram_char_frac")
     @classmethod
-    def _top_ns(cls, v):
-        if not set(v) <= set(TOP_NS):
-            raise ValueError(f"top n-gram sizes must be among {TOP_NS}")
-        return v
-
-    @field_validator("dup_ngram_char_frac")
-    @classmethod
-    def _dup_ns(cls, v):
-        if not set(v) <= set(DUP_NS):
-            raise ValueError(f"duplicate n-gram sizes must be among {DUP_NS}")
+    def _known_ns(cls, v, info):
+        allowed = TOP_NS if info.field_name == "top_ngram_char_frac" else DUP_NS
+        if not set(v) <= set(allowed):
+            raise ValueError(f"{info.field_name.split('_ngram')[0]} n-gram sizes must be among {allowed}")
         return v
 
 

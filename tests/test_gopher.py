@@ -196,3 +196,16 @@ def test_stop_words_are_distinct_and_case_folded():
     # "The" (capital) and "and" are two distinct stop words once case-folded -> kept.
     r = quality("The quick brown foxes jumped over lazy dogs and " * 6)
     assert r["gopher_stop_word_count"] == 2 and r["reject_reason"] is None
+
+
+def test_repetition_config_refuses_unknown_ngram_sizes():
+    # Table A1 defines top n-grams for n = 2..4 and duplicate n-grams for n = 5..10 only.
+    import pydantic
+
+    from datapipe.stages.gopher import RepetitionConfig
+
+    with pytest.raises(pydantic.ValidationError, match="top n-gram sizes must be among"):
+        RepetitionConfig(top_ngram_char_frac={5: 0.1})
+    with pytest.raises(pydantic.ValidationError, match="dup n-gram sizes must be among"):
+        RepetitionConfig(dup_ngram_char_frac={4: 0.1})
+    assert RepetitionConfig(dup_ngram_char_frac={5: 0.2}).dup_ngram_char_frac == {5: 0.2}
