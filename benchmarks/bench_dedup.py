@@ -26,8 +26,8 @@ from functools import lru_cache
 import numpy as np
 
 from datapipe.env import shared_data
-from datapipe.stages.dedup.minhash import shingles, signatures
-from datapipe.stages.dedup.normalize import normalize_text
+from datapipe.stages.lib.minhash import shingles, signatures
+from datapipe.stages.lib.normalize import normalize_text
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +66,7 @@ def bench_signatures(n: int, repeats: int) -> dict:
     import xxhash
     from datasketch import MinHash
 
-    from datapipe.stages.dedup.signatures import signature_columns
+    from datapipe.stages.dedup_signatures import signature_columns
 
     docs = _docs(n)
     k = max(n // 5, 200)  # the slow baselines run on a subset
@@ -110,10 +110,10 @@ def bench_quality() -> dict:
     """Pair precision/recall at 0.8 on the evaluation set (see stages/dedup/evaluation.py)."""
     from distributed import Client, LocalCluster
 
-    from datapipe.stages.dedup import DedupConfig
-    from datapipe.stages.dedup.evaluation import (datasketch_pairs, exact_jaccard, make_eval_set, pipeline_pairs,
+    from datapipe.stages.phases.dedup import DedupConfig
+    from dedup_evaluation import (datasketch_pairs, exact_jaccard, make_eval_set, pipeline_pairs,
                                                   prf, real_texts)
-    from datapipe.stages.dedup.signatures import signature_columns
+    from datapipe.stages.dedup_signatures import signature_columns
 
     ev = make_eval_set(real_texts(str(shared_data() / "warc" / "realpages-1171.warc.gz")))
     jac = exact_jaccard(ev.texts)
@@ -157,8 +157,8 @@ class _RssSampler(threading.Thread):
 def bench_phase2(n: int, per_shard: int) -> dict:
     from distributed import Client, LocalCluster
 
-    from datapipe.stages.dedup import DedupConfig, run_dedup
-    from datapipe.stages.dedup.testing import write_shards
+    from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+    from dedup_fixtures import write_shards
 
     rng = np.random.default_rng(1)
     run = tempfile.mkdtemp(prefix="bench_dedup_")

@@ -151,7 +151,7 @@ def part_stages(reps: int) -> dict:
                        "read.ours": lambda: read_ours(path)}, reps)
     fig.update({k: {"seconds": v, "items": n} for k, v in secs.items()})
 
-    from datapipe.stages.charset import decode_html
+    from datapipe.stages.lib.charset import decode_html
 
     schema = _in_schema(MATCHED_CHAIN)
     rows = [it.row for it in items if it.status == "document"]

@@ -40,7 +40,7 @@ def _texts(mb: float) -> list[str]:
 def bench_encode(texts: list[str]) -> dict:
     from tokenizers import Tokenizer
 
-    from datapipe.stages.tokenize import TokenizeConfig, load_tokenizer
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     nbytes = sum(len(t.encode()) for t in texts)
     out = {"input_mb": round(nbytes / 1e6, 2), "documents": len(texts)}
@@ -75,9 +75,9 @@ def bench_phase3(work: Path, texts: list[str]) -> tuple[dict, str]:
     import pyarrow.parquet as pq
     from distributed import Client, LocalCluster
 
-    from datapipe.stages.mix import MixConfig
-    from datapipe.stages.mix_tokenize import run_mix_tokenize
-    from datapipe.stages.tokenize import TokenizeConfig
+    from datapipe.stages.phases.tokenize.mixture import MixConfig
+    from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 
     (work / "documents").mkdir(parents=True)
     ids = [hashlib.sha1(f"{i}".encode()).hexdigest() for i in range(len(texts))]

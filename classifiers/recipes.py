@@ -71,7 +71,7 @@ def obfuscate(word: str, rng: random.Random) -> str:
 def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 10, n_obfuscated: int = 1,
                            max_sentences_per_doc: int = 400) -> tuple[list, list]:
     """(toxic, clean) ``(group, sentence)`` lists labelled by the English LDNOOBW list (see module doc)."""
-    from datapipe.stages import wordlists as wl
+    from datapipe.stages.lib import wordlists as wl
 
     auto = wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), "en")
     rng = random.Random(seed)
@@ -105,7 +105,7 @@ def read_jigsaw(path: str | Path | None = None) -> tuple[list[str], list[bool]]:
 def jigsaw_metrics(model_path: str | Path, threshold: float = 0.5) -> dict:
     """Metrics of a toxicity model on the Jigsaw sample, and of the LDNOOBW list (count >= 1) beside it."""
     from datapipe.classifiers.model import load_classifier
-    from datapipe.stages import wordlists as wl
+    from datapipe.stages.lib import wordlists as wl
 
     texts, y = read_jigsaw()
     scores = load_classifier(model_path).score(texts)

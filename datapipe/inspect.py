@@ -354,7 +354,7 @@ def raw_record(source: str, offset: int, storage_options: dict | None = None):
 
 def raw_html(source: str, offset: int, storage_options: dict | None = None) -> dict:
     """``{headers, http_status, html}`` of the record at ``source:offset``, decoded like extraction does."""
-    from datapipe.stages.charset import decode_html
+    from datapipe.stages.lib.charset import decode_html
 
     rec = raw_record(source, offset, storage_options)
     body = rec.http.body if rec.http is not None else rec.block

@@ -1,7 +1,7 @@
 """Streaming dataset over phase-3 token shards, for a GPU training job.
 
 ``TokenShardDataset(index_url, seq_len)`` reads ``index.json`` (written by
-``datapipe.stages.mix_tokenize``) and yields sequences of ``seq_len + 1`` token ids: inputs are
+``datapipe.stages.phases.tokenize.phase``) and yields sequences of ``seq_len + 1`` token ids: inputs are
 ``seq[:-1]`` and targets ``seq[1:]``. It needs numpy, pyarrow and fsspec only; with PyTorch
 installed it is a ``torch.utils.data.IterableDataset`` and can yield int64 tensors.
 

@@ -111,7 +111,7 @@ class Manifest(_Strict):
         chain = [dict(s) for s in self.stages]
         dedup = self.section("dedup")
         if dedup is not None and not any("dedup_signatures" in s for s in chain):
-            from datapipe.stages.dedup.signatures import stage_config
+            from datapipe.stages.dedup_signatures import stage_config
 
             chain.append({"dedup_signatures": stage_config(dedup).model_dump()})
         return chain
@@ -136,9 +136,9 @@ class Manifest(_Strict):
 
 #: Phase sections and the pydantic class that validates each (module, attribute).
 SECTIONS = {
-    "dedup": ("datapipe.stages.dedup.config", "DedupConfig"),
-    "mix": ("datapipe.stages.mix", "MixConfig"),
-    "tokenize": ("datapipe.stages.tokenize", "TokenizeConfig"),
+    "dedup": ("datapipe.stages.phases.dedup.config", "DedupConfig"),
+    "mix": ("datapipe.stages.phases.tokenize.mixture", "MixConfig"),
+    "tokenize": ("datapipe.stages.phases.tokenize.tokenizer", "TokenizeConfig"),
 }
 
 

@@ -231,7 +231,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         phases = {}
         dedup = manifest.section("dedup")
         if dedup is not None:
-            from datapipe.stages.dedup.phase2 import run_dedup
+            from datapipe.stages.phases.dedup.phase import run_dedup
 
             counts = run_dedup(client, manifest.output, dedup, so,
                                progress=on_phase and (lambda step: on_phase("dedup", step)))
@@ -239,20 +239,20 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
                 ledger.stages[name] = c
             client.log_event(PROGRESS_TOPIC, {"task": "phase:dedup", "run": manifest.output, "stages": {
                 k: [c.n_in, c.kept, c.n_rejected, c.n_errored] for k, c in counts.items()}})
-            from datapipe.stages.dedup.phase2 import load_stats
+            from datapipe.stages.phases.dedup.phase import load_stats
 
             # Step counts plus the marker's stats (cluster-size histograms, pairs, rounds) for the report.
             phases["dedup"] = {**{k: v.to_dict() for k, v in counts.items()}, "stats": load_stats(manifest.output, so)}
         if "dolma_jsonl" in manifest.output_formats:
-            from datapipe.io.dolma_export import export_dolma
+            from datapipe.stages.phases.dolma_export import export_dolma
 
             if on_phase:
                 on_phase("export", "dolma_jsonl")
             phases["dolma_jsonl"] = export_dolma(manifest.output, manifest.name, so, client)
         tok = manifest.section("tokenize")
         if tok is not None:
-            from datapipe.stages.mix import MixConfig
-            from datapipe.stages.mix_tokenize import run_mix_tokenize
+            from datapipe.stages.phases.tokenize.mixture import MixConfig
+            from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
 
             mix = manifest.section("mix") or MixConfig()
             phases["tokenize"] = run_mix_tokenize(client, manifest.output, mix, tok, so,

@@ -30,7 +30,7 @@ def _iter_texts(run_dir: str, max_docs: int | None, storage_options: dict):
 
 
 def _cmd_train(args) -> int:
-    from datapipe.stages.tokenize import train_bpe
+    from datapipe.stages.phases.tokenize.tokenizer import train_bpe
 
     specials = args.special_tokens or ["<|endoftext|>"]
     info = train_bpe(_iter_texts(args.run_dir, args.max_docs, {}), args.out, vocab_size=args.vocab_size,
@@ -40,7 +40,7 @@ def _cmd_train(args) -> int:
 
 
 def _load(args):
-    from datapipe.stages.tokenize import TokenizeConfig, TokenizerError, load_tokenizer
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, TokenizerError, load_tokenizer
 
     try:
         return load_tokenizer(TokenizeConfig(tokenizer=args.tokenizer, eos=args.eos, bos=args.bos))

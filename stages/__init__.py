@@ -8,7 +8,7 @@ STAGE_MODULES = [
     "datapipe.stages.gopher",
     "datapipe.stages.c4",
     "datapipe.stages.fineweb",
-    "datapipe.stages.dedup.signatures",
+    "datapipe.stages.dedup_signatures",
     "datapipe.stages.safety",
     "datapipe.stages.profanity",
     "datapipe.stages.pii",

@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 
 from datapipe.env import shared_data
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages import words as W
+from datapipe.stages.lib import words as W
 
 _CITATION_RE = r"(?i)[ \t]*\[(?:\d+|edit|citation needed)\]"
 _ELLIPSIS_END = r"(?:\.\.\.|…)$"

@@ -2,7 +2,7 @@
 
 Input rows carry the raw HTTP body in ``payload`` (binary) and the HTTP charset in ``charset``.
 Rows whose ``record_type`` is ``conversion`` (WET) or ``text`` already have ``text`` and pass
-through. Decoding follows ``datapipe.stages.charset.decode_html``; extraction is resiliparse's
+through. Decoding follows ``datapipe.stages.lib.charset.decode_html``; extraction is resiliparse's
 ``extract_plain_text`` (main-content mode by default, as DCLM and dolma use it). Pages that yield
 no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
 ``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
@@ -29,7 +29,7 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
-from datapipe.stages.charset import decode_html
+from datapipe.stages.lib.charset import decode_html
 
 
 # Elements skipped in main-content mode when ``clean`` is on (CSS selectors, resiliparse ``skip_elements``).
@@ -87,7 +87,7 @@ class Extract(Stage):
                           list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
                           fallback_chars=c.fallback_chars)
         if c.sandbox:
-            from datapipe.stages.extract_sandbox import Sandbox
+            from datapipe.stages.lib.extract_sandbox import Sandbox
             self._sandbox = Sandbox(self._opts)
             # Start the child now (once per worker, with the models): a sandbox that cannot start
             # fails before any work, and the first batch does not pay its start-up.

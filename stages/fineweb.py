@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages import words as W
+from datapipe.stages.lib import words as W
 
 
 class FineWebConfig(StageConfig):

@@ -2,7 +2,7 @@
 Analysis & Insights from Training Gopher", Appendix A, Table A1).
 
 Both stages only annotate and reject; they never change the text. Word units come from
-``datapipe.stages.words`` (characters for Chinese/Japanese/Thai...). Every signal is a column, and
+``datapipe.stages.lib.words`` (characters for Chinese/Japanese/Thai...). Every signal is a column, and
 ``decide_repetition`` / ``decide_quality`` recompute a verdict from stored columns alone.
 
 Reasons: ``gopher_repetition:<signal>`` (e.g. ``gopher_repetition:dup_line_frac``,
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages import words as W
+from datapipe.stages.lib import words as W
 
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)

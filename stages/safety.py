@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from datapipe.env import shared_data
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, texts_in_languages, with_column
-from datapipe.stages import wordlists as wl
+from datapipe.stages.lib import wordlists as wl
 
 
 def shared_path(p: str) -> Path:

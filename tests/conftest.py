@@ -1,7 +1,13 @@
 """Shared fixtures: the real data in ../shared (or $DATAPIPE_SHARED_DATA / $DATAPIPE_SHARED_CASES)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+# Evaluation sets and shard builders live with the benchmarks (not installed with the package).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from datapipe.env import models_dir, shared_cases, shared_data
 

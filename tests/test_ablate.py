@@ -24,7 +24,7 @@ from datapipe.ablate.manifest import load_ablation_manifest
 from datapipe.ablate.mixtures import candidates, grid, mixture_id
 from datapipe.ablate.manifest import Mixtures
 from datapipe.manifest import ManifestError, load_manifest
-from datapipe.stages.mix import MixConfig
+from datapipe.stages.phases.tokenize.mixture import MixConfig
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "datapipe.cli"]

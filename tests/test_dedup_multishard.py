@@ -13,11 +13,11 @@ import pytest
 from distributed import Client, LocalCluster
 
 from datapipe.env import shared_data
-from datapipe.stages.dedup import DedupConfig, run_dedup
-from datapipe.stages.dedup.minhash import shingles
-from datapipe.stages.dedup.normalize import normalize_text
-from datapipe.stages.dedup.phase2 import MARKER, WORK, load_stats
-from datapipe.stages.dedup.testing import write_shards
+from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+from datapipe.stages.lib.minhash import shingles
+from datapipe.stages.lib.normalize import normalize_text
+from datapipe.stages.phases.dedup.phase import MARKER, WORK, load_stats
+from dedup_fixtures import write_shards
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ from distributed import Client, LocalCluster
 
 from datapipe.env import shared_cases, shared_data
 from datapipe.schema import document_schema
-from datapipe.stages.dedup import DedupConfig, run_dedup
-from datapipe.stages.dedup.minhash import shingles
-from datapipe.stages.dedup.normalize import normalize_text
-from datapipe.stages.dedup.phase2 import load_stats
-from datapipe.stages.dedup.signatures import DedupSignatures
-from datapipe.stages.dedup.testing import write_shards
+from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+from datapipe.stages.lib.minhash import shingles
+from datapipe.stages.lib.normalize import normalize_text
+from datapipe.stages.phases.dedup.phase import load_stats
+from datapipe.stages.dedup_signatures import DedupSignatures
+from dedup_fixtures import write_shards
 
 CASES = shared_cases()
 CS336 = shared_data() / "golden" / "cs336_a4"

@@ -1,4 +1,4 @@
-"""Near-dup quality at threshold 0.8 on the evaluation set of :mod:`datapipe.stages.dedup.evaluation`
+"""Near-dup quality at threshold 0.8 on the evaluation set of :mod:`dedup_evaluation`
 (real page text + controlled edits, exact Jaccard truth): the real phase 2 vs datasketch's
 in-memory MinHashLSH on the same signatures."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 from distributed import Client, LocalCluster
 
 from datapipe.env import shared_data
-from datapipe.stages.dedup.config import DedupConfig, MinHashConfig
-from datapipe.stages.dedup.evaluation import (datasketch_pairs, exact_jaccard, make_eval_set, pipeline_pairs, prf,
+from datapipe.stages.phases.dedup.config import DedupConfig, MinHashConfig
+from dedup_evaluation import (datasketch_pairs, exact_jaccard, make_eval_set, pipeline_pairs, prf,
                                               real_texts)
-from datapipe.stages.dedup.signatures import signature_columns
+from datapipe.stages.dedup_signatures import signature_columns
 
 THRESHOLD = 0.8
 

@@ -16,10 +16,10 @@ from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
 from datapipe.env import shared_cases, shared_data
-from datapipe.stages.dedup.config import MinHashConfig, collision_probability, optimal_bands_rows
-from datapipe.stages.dedup.minhash import poly64_hash32, shingles, signatures
-from datapipe.stages.dedup.normalize import normalize_lines, normalize_text
-from datapipe.stages.dedup.signatures import DedupSignatures
+from datapipe.stages.phases.dedup.config import MinHashConfig, collision_probability, optimal_bands_rows
+from datapipe.stages.lib.minhash import poly64_hash32, shingles, signatures
+from datapipe.stages.lib.normalize import normalize_lines, normalize_text
+from datapipe.stages.dedup_signatures import DedupSignatures
 
 CASES = shared_cases()
 
@@ -134,9 +134,9 @@ def test_lsh_s_curve():
 def test_kernel_normalization_equals_normalize_text_on_every_code_point():
     """The kernel re-implements casefold/invisible/whitespace on UTF-8 bytes: its collapsed text
     must be normalize_text's, for every code point (in a word, next to ASCII) and on real text."""
-    from datapipe.stages.dedup.kernel import TABLE_SIZE
-    from datapipe.stages.dedup.minhash import poly64_signatures
-    from datapipe.stages.dedup.normalize import nfkc
+    from datapipe.stages.lib.minhash_kernel import TABLE_SIZE
+    from datapipe.stages.lib.minhash import poly64_signatures
+    from datapipe.stages.lib.normalize import nfkc
 
     assert all(chr(c).casefold() == chr(c) and not chr(c).isspace() for c in range(TABLE_SIZE, sys.maxunicode + 1))
     texts = [f"Ab{chr(c)}Cd x{chr(c)}" for c in range(sys.maxunicode + 1)] + _cc_texts() + ["", " \u3000 "]
@@ -147,8 +147,8 @@ def test_kernel_normalization_equals_normalize_text_on_every_code_point():
 
 
 def test_exact_jaccard_kernel_matches_python_sets():
-    from datapipe.stages.dedup.kernel import pair_jaccard
-    from datapipe.stages.dedup.minhash import shingle_sets
+    from datapipe.stages.lib.minhash_kernel import pair_jaccard
+    from datapipe.stages.lib.minhash import shingle_sets
 
     norm = [normalize_text(t) for t in _cc_texts()[:40]] + ["one two", ""]
     vals, off = shingle_sets(norm, 5)

@@ -4,7 +4,7 @@ import tarfile
 
 import pytest
 
-from datapipe.stages.charset import normalize_label
+from datapipe.stages.lib.charset import normalize_label
 from datapipe.stages.extract import extract_one
 from pipeline_helpers import extract_html
 
@@ -43,7 +43,7 @@ def test_b15_svg_template_no_crash(cases_dir):
 
 
 def test_sandbox_timeout_costs_one_document():
-    from datapipe.stages.extract_sandbox import Sandbox
+    from datapipe.stages.lib.extract_sandbox import Sandbox
 
     sb = Sandbox({"main_content": True})
     try:
@@ -93,7 +93,7 @@ def test_trafilatura_eval_floor(trafilatura_eval):
 def test_sandbox_overrun_costs_only_that_document_in_a_batch():
     """A page that overruns its deadline mid-batch: it is errored, the child restarts, and the
     rest of the batch is extracted in order (the batch travels in one message)."""
-    from datapipe.stages.extract_sandbox import Sandbox
+    from datapipe.stages.lib.extract_sandbox import Sandbox
 
     small = [b"<html><body><p>" + f"page {i} ".encode() * 30 + b"</p></body></html>" for i in range(4)]
     # ~42 MB of markup: several seconds of extraction, far over the 1 s deadline.

@@ -12,9 +12,9 @@ import pytest
 from distributed import Client, LocalCluster
 
 from datapipe.loader import TokenShardDataset
-from datapipe.stages.mix import MixConfig
-from datapipe.stages.mix_tokenize import run_mix_tokenize
-from datapipe.stages.tokenize import TokenizeConfig
+from datapipe.stages.phases.tokenize.mixture import MixConfig
+from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
+from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 from phase3_util import cc_docs, make_run_dir
 
 SEQ = 63

@@ -13,9 +13,9 @@ from distributed import Client, LocalCluster
 from tiktoken.load import load_tiktoken_bpe
 
 from datapipe.env import shared_data
-from datapipe.stages.mix import DomainAssigner, MixConfig, copies, plan_mixture
-from datapipe.stages.mix_tokenize import run_mix_tokenize
-from datapipe.stages.tokenize import TokenizeConfig
+from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture
+from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
+from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 from phase3_util import cc_docs, make_run_dir
 
 AVAIL = {"web": 1000, "wiki": 100, "code": 50}

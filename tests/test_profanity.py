@@ -10,7 +10,7 @@ from datapipe.classifiers.recipes import obfuscate, read_jigsaw
 from datapipe.classifiers.train import auc
 from datapipe.env import shared_data
 from datapipe.stage import registry
-from datapipe.stages import wordlists as wl
+from datapipe.stages.lib import wordlists as wl
 
 pytest.importorskip("profanity_check")
 from datapipe.stages.profanity import Profanity  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 
 from datapipe.env import shared_data
 from datapipe.stage import registry
-from datapipe.stages import wordlists as wl
+from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.safety import LDNOOBW, URLBlocklist, Toxicity, ldnoobw_decision, score_decision, url_decision
 
 UT1 = shared_data() / "blocklists" / "ut1_adult_url_filterblacklistsv0_3_0.tar.gz"

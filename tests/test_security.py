@@ -82,9 +82,9 @@ def test_no_eval_or_dynamic_import_beyond_the_allow_lists():
 def test_sections_map_is_fixed():
     from datapipe.manifest import SECTIONS
 
-    assert SECTIONS == {"dedup": ("datapipe.stages.dedup.config", "DedupConfig"),
-                        "mix": ("datapipe.stages.mix", "MixConfig"),
-                        "tokenize": ("datapipe.stages.tokenize", "TokenizeConfig")}
+    assert SECTIONS == {"dedup": ("datapipe.stages.phases.dedup.config", "DedupConfig"),
+                        "mix": ("datapipe.stages.phases.tokenize.mixture", "MixConfig"),
+                        "tokenize": ("datapipe.stages.phases.tokenize.tokenizer", "TokenizeConfig")}
 
 
 # ------------------------------------------------------------------ names stay inside the output

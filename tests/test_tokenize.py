@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from datapipe.cli import main as cli_main
 from datapipe.env import shared_cases
 from datapipe.loader import TokenShardDataset
-from datapipe.stages.tokenize import (AtomicParquetWriter, TokenizeConfig, TokenizerError, ids_array,
+from datapipe.stages.phases.tokenize.tokenizer import (AtomicParquetWriter, TokenizeConfig, TokenizerError, ids_array,
                                       load_tokenizer, token_dtype, token_schema, train_bpe)
 from phase3_util import cc_docs
 

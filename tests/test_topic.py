@@ -1,7 +1,7 @@
 """The ``topic`` stage (any fastText model -> label column) and domain rules that read it."""
 import pyarrow as pa
 
-from datapipe.stages.mix import DomainAssigner, MixConfig
+from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig
 from datapipe.stages.topic import Topic, TopicConfig
 
 

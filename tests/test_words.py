@@ -1,7 +1,7 @@
 """Segmentation used by the Gopher, C4 and FineWeb rules (stages/words.py)."""
 import numpy as np
 
-from datapipe.stages import words as W
+from datapipe.stages.lib import words as W
 
 
 def test_space_delimited_words_strip_edge_punctuation():

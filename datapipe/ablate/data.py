@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from datapipe.stages.mix import MixConfig, doc_uniform, plan_mixture
-from datapipe.stages.tokenize import AtomicParquetWriter, ids_array, token_schema, write_json_atomic
+from datapipe.stages.phases.tokenize.mixture import MixConfig, doc_uniform, plan_mixture
+from datapipe.stages.phases.tokenize.tokenizer import AtomicParquetWriter, ids_array, token_schema, write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _COLS = ["doc_id", "domain", "num_tokens", "input_ids"]
@@ -181,7 +181,7 @@ def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
     """Texts of the extra files, encoded with the run's tokenizer (its manifest config)."""
     import glob
 
-    from datapipe.stages.tokenize import TokenizeConfig, load_tokenizer
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     files = sorted({f for p in paths for f in (glob.glob(p) or [p])})
     texts = []

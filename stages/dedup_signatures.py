@@ -1,6 +1,6 @@
 """Phase-1 stage ``dedup_signatures``: per-document exact hash and MinHash signature.
 
-Computed while the text is in memory so that phase 2 (:func:`datapipe.stages.dedup.phase2.run_dedup`)
+Computed while the text is in memory so that phase 2 (:func:`datapipe.stages.phases.dedup.phase.run_dedup`)
 only reads two small columns per document. Adds no decision: it never rejects.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import xxhash
 from pydantic import Field
 
 from datapipe.stage import Stage, StageConfig, register, with_column
-from datapipe.stages.dedup.minhash import poly64_signatures, signatures
-from datapipe.stages.dedup.normalize import nfkc, normalize_text
+from datapipe.stages.lib.minhash import poly64_signatures, signatures
+from datapipe.stages.lib.normalize import nfkc, normalize_text
 
 #: xxh3-128 digest (16 bytes, big-endian as ``xxh3_128_digest`` returns) of the normalized text.
 CONTENT_HASH = pa.field("content_hash", pa.binary(16))
@@ -46,7 +46,7 @@ def signature_columns(texts: list[str | None], num_perm: int = 128, seed: int = 
 class DedupSignatures(Stage):
     """Adds ``content_hash`` and ``minhash`` (see module constants) to every row; rows unchanged.
 
-    Config defaults are those of :class:`datapipe.stages.dedup.config.MinHashConfig` and must equal
+    Config defaults are those of :class:`datapipe.stages.phases.dedup.config.MinHashConfig` and must equal
     the manifest's ``dedup.minhash`` values (phase 2 checks ``num_perm`` and raises otherwise;
     ``DedupConfig``-derived configs come from :func:`stage_config`).
     """

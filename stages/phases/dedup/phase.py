@@ -27,11 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.ledger import StageCounts
-from datapipe.stages.dedup import steps
-from datapipe.stages.dedup.components import connected_components
-from datapipe.stages.dedup.config import DedupConfig
-from datapipe.stages.dedup.steps import DROPS, EXACT, LINES, NEAR, Ctx, Shard
-from datapipe.stages.dedup.store import Store
+from datapipe.stages.phases.dedup import steps
+from datapipe.stages.phases.dedup.components import connected_components
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.steps import DROPS, EXACT, LINES, NEAR, Ctx, Shard
+from datapipe.stages.phases.dedup.shuffle_store import Store
 
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"

@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from datapipe.stages.dedup.minhash import shingles
-from datapipe.stages.dedup.normalize import normalize_text
+from datapipe.stages.lib.minhash import shingles
+from datapipe.stages.lib.normalize import normalize_text
 
 #: Typical page furniture, appended/prepended by the "boilerplate" edit.
 BOILERPLATE = [
@@ -145,9 +145,9 @@ def pipeline_pairs(client, texts: list[str], config, shards: int = 3) -> tuple[s
     document it was deduplicated into, itself when kept), following ``duplicate_of`` chains (an
     exact duplicate of a near duplicate ends at the near representative).
     """
-    from datapipe.stages.dedup.phase2 import WORK, run_dedup
-    from datapipe.stages.dedup.signatures import stage_config
-    from datapipe.stages.dedup.testing import write_shards
+    from datapipe.stages.phases.dedup.phase import WORK, run_dedup
+    from datapipe.stages.dedup_signatures import stage_config
+    from dedup_fixtures import write_shards
 
     per = -(-len(texts) // shards)
     with tempfile.TemporaryDirectory(prefix="dedup_eval_") as run:

@@ -1,11 +1,11 @@
 """Compiled (numba) kernels for the ``poly64`` shingle hash and the MinHash signatures.
 
 One pass over the UTF-8 bytes of a batch of NFKC'd texts does the rest of the normalization policy
-(:mod:`datapipe.stages.dedup.normalize`) and the hashing, work that cost Python's ``casefold``,
+(:mod:`datapipe.stages.lib.normalize`) and the hashing, work that cost Python's ``casefold``,
 a regex, ``split``/``join`` and a dozen numpy passes per batch (profiled: ~80% of the time):
 drop invisible characters, casefold (table from Python's own ``str.casefold``), split on exactly
 the characters ``str.split()`` splits on, write the collapsed text (= :func:`normalize_text`'s
-output), hash words and word n-grams (:func:`datapipe.stages.dedup.minhash.poly64_hash32`
+output), hash words and word n-grams (:func:`datapipe.stages.lib.minhash.poly64_hash32`
 semantics) and take the per-permutation minimum of datasketch's ``affine32`` permutations.
 
 Compiled with ``cache=True``: the first import on a machine compiles (~seconds, once) and later

@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from datapipe.stages.dedup.config import DedupConfig
-from datapipe.stages.dedup.kernel import pair_jaccard
-from datapipe.stages.dedup.minhash import jaccard_estimate, shingle_sets
-from datapipe.stages.dedup.normalize import nfkc, normalize_text
-from datapipe.stages.dedup.signatures import signature_columns
-from datapipe.stages.dedup.store import U64, Store, mix64, partition_of
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.lib.minhash_kernel import pair_jaccard
+from datapipe.stages.lib.minhash import jaccard_estimate, shingle_sets
+from datapipe.stages.lib.normalize import nfkc, normalize_text
+from datapipe.stages.dedup_signatures import signature_columns
+from datapipe.stages.phases.dedup.shuffle_store import U64, Store, mix64, partition_of
 
 EXACT, LINES, NEAR = "dedup:exact", "dedup:lines", "dedup:near"
 _ROW_MASK = U64(0xFFFFFFFF)

@@ -10,7 +10,7 @@ has the same ``hashvalues`` for the shingle hash ``H`` chosen:
 * ``"poly64"`` (default, fast): :func:`poly64_hash32`. Each word's UTF-8 bytes get a polynomial hash
   mod 2**64, mixed by the 64-bit MurmurHash3 finalizer; a shingle of words ``w_0..w_{L-1}`` is
   ``fmix64(sum_k word(w_k) * M_k) >> 32``. Computed by the compiled kernel
-  :mod:`datapipe.stages.dedup.kernel` in one pass over the bytes (no Python call per word).
+  :mod:`datapipe.stages.lib.minhash_kernel` in one pass over the bytes (no Python call per word).
 * ``"xxh32"``: ``xxhash.xxh32_intdigest(shingle_bytes)`` (seed 0), one C call per shingle; slower,
   for interoperating with sketches made by plain datasketch + xxhash.
 
@@ -26,8 +26,8 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
-from datapipe.stages.dedup import kernel
-from datapipe.stages.dedup.normalize import INVISIBLE, normalize_text
+from datapipe.stages.lib import minhash_kernel as kernel
+from datapipe.stages.lib.normalize import INVISIBLE, normalize_text
 
 U64 = np.uint64
 _MASK64 = (1 << 64) - 1

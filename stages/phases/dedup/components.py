@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from datapipe.stages.dedup.steps import EDGES, Ctx, _first_of_groups, _write_edges, shard_of
-from datapipe.stages.dedup.store import U64, mix64
+from datapipe.stages.phases.dedup.steps import EDGES, Ctx, _first_of_groups, _write_edges, shard_of
+from datapipe.stages.phases.dedup.shuffle_store import U64, mix64
 
 MAX_ITERATIONS = 64
 

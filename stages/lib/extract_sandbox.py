@@ -76,7 +76,7 @@ class Sandbox:
         # -P: no working directory on sys.path, so a checkout's ``datapipe/`` folder (which lacks
         # ``datapipe.stages``: see pyproject's package-dir) cannot shadow the installed package.
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-m", "datapipe.stages.extract_sandbox"],
+            [sys.executable, "-P", "-m", "datapipe.stages.lib.extract_sandbox"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=sandbox_environ())
         _grow_pipe(self.proc.stdin.fileno())
         _grow_pipe(self.proc.stdout.fileno())

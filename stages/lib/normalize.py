@@ -26,7 +26,7 @@ INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 
 def nfkc(text: str | None) -> str:
     """NFKC of ``text`` (``""`` for None), the only step of the policy the MinHash kernel
-    (:mod:`datapipe.stages.dedup.kernel`) leaves to Python; identity on ASCII (checked first)."""
+    (:mod:`datapipe.stages.lib.minhash_kernel`) leaves to Python; identity on ASCII (checked first)."""
     if not text:
         return ""
     return text if text.isascii() else unicodedata.normalize("NFKC", text)

@@ -29,8 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datapipe.stages.mix import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
-from datapipe.stages.tokenize import (AtomicParquetWriter, TextTokenizer, TokenizeConfig, ids_array,
+from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
+from datapipe.stages.phases.tokenize.tokenizer import (AtomicParquetWriter, TextTokenizer, TokenizeConfig, ids_array,
                                       load_tokenizer, resolve_files, token_schema, write_json_atomic)
 
 INDEX_FORMAT = "datapipe.tokens/1"

@@ -17,7 +17,7 @@ load time, so a missing token fails before any work (``TokenizerError``).
 
 Token shard rows (``TOKEN_FIELDS``): ``doc_id`` string, ``domain`` string, ``copy`` int32 (0 for
 the first repetition of a document), ``num_tokens`` int32 (incl. BOS/EOS), ``input_ids``
-list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.mix_tokenize.run_mix_tokenize``.
+list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.phases.tokenize.phase.run_mix_tokenize``.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datapipe.schema import conform, document_schema
-from datapipe.stages.dedup.signatures import DedupSignatures
+from datapipe.stages.dedup_signatures import DedupSignatures
 
 
 def documents_table(rows: list[dict], stage_config: DedupSignatures.Config | None = None) -> pa.Table:
