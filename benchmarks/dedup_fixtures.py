@@ -22,7 +22,8 @@ def documents_table(rows: list[dict], stage_config: DedupSignatures.Config | Non
 
 def write_shards(run_dir: str, shards: dict[str, list[dict]],
                  stage_config: DedupSignatures.Config | None = None) -> None:
-    """Write ``run_dir/documents/<name>.parquet`` for each ``name -> rows`` of ``shards``."""
-    os.makedirs(os.path.join(run_dir, "documents"), exist_ok=True)
+    """Write ``run_dir/_filtered/<name>.parquet`` (phase 1's kept rows, the input of dedup) for each
+    ``name -> rows`` of ``shards``."""
+    os.makedirs(os.path.join(run_dir, "_filtered"), exist_ok=True)
     for name, rows in shards.items():
-        pq.write_table(documents_table(rows, stage_config), os.path.join(run_dir, "documents", f"{name}.parquet"))
+        pq.write_table(documents_table(rows, stage_config), os.path.join(run_dir, "_filtered", f"{name}.parquet"))

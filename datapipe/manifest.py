@@ -6,12 +6,11 @@ number``); an unknown stage lists the known ones.
 
 A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags), a stage name
 is only looked up in the registry of stages shipped with datapipe (``datapipe.stage.registry``),
-a phase section only in the fixed ``SECTIONS`` map, and nothing from the YAML is evaluated or
+a phase section only among the sections of registered phases (``datapipe.phase``), and nothing from the YAML is evaluated or
 imported. Folder names it gives for outputs stay inside the run directory (datapipe.safe_paths).
 """
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -95,6 +94,8 @@ class Manifest(_Strict):
     tokenize: dict[str, Any] | None = None
     #: ``parquet`` shards are always written; ``dolma_jsonl`` adds ``OUTPUT/dolma/*.jsonl.zst`` (after dedup).
     output_formats: list[Literal["parquet", "dolma_jsonl"]] = ["parquet"]
+    #: Sections of registered phases without a field above (e.g. ``report:``), moved here at load.
+    sections: dict[str, dict[str, Any] | None] = {}
     source_file: str | None = None
 
     @field_validator("stages")
@@ -106,14 +107,17 @@ class Manifest(_Strict):
         return v
 
     def effective_stages(self) -> list[dict]:
-        """The phase-1 chain as run: the manifest's stages, plus ``dedup_signatures`` (configured from
-        the ``dedup:`` section, so the two cannot drift) when dedup is on and the chain lacks it."""
-        chain = [dict(s) for s in self.stages]
-        dedup = self.section("dedup")
-        if dedup is not None and not any("dedup_signatures" in s for s in chain):
-            from datapipe.stages.dedup_signatures import stage_config
+        """The phase-1 chain as run: the manifest's stages, plus the stages each enabled phase
+        requires and the chain lacks (``dedup_signatures``, configured from the ``dedup:`` section,
+        so the two cannot drift)."""
+        from datapipe.phase import phases
 
-            chain.append({"dedup_signatures": stage_config(dedup).model_dump()})
+        chain = [dict(s) for s in self.stages]
+        for ph in phases():
+            if ph.enabled(self):
+                for st in ph.required_stages(self):
+                    if not any(next(iter(st)) in s for s in chain):
+                        chain.append(st)
         return chain
 
     def build_stages(self) -> list[Stage]:
@@ -127,27 +131,21 @@ class Manifest(_Strict):
         return out
 
     def section(self, name: str):
-        """Validated config object of an optional phase section (``dedup``/``mix``/``tokenize``), or None."""
-        raw = getattr(self, name)
+        """Validated config object of an optional phase section (``dedup``, ``mix``, ``tokenize``,
+        ``report``, or any registered phase's), or None when the manifest does not have it."""
+        raw = getattr(self, name) if name in type(self).model_fields else self.sections.get(name)
         if raw is None:
             return None
         return _section_class(name)(**raw)
 
 
-#: Phase sections and the pydantic class that validates each (module, attribute).
-SECTIONS = {
-    "dedup": ("datapipe.stages.phases.dedup.config", "DedupConfig"),
-    "mix": ("datapipe.stages.phases.tokenize.mixture", "MixConfig"),
-    "tokenize": ("datapipe.stages.phases.tokenize.tokenizer", "TokenizeConfig"),
-}
-
-
 def _section_class(name: str):
-    mod, attr = SECTIONS[name]
-    try:
-        return getattr(importlib.import_module(mod), attr)
-    except (ImportError, AttributeError) as e:
-        raise ManifestError(f"section {name!r} is not available in this build ({e})") from e
+    from datapipe.phase import section_classes
+
+    classes = section_classes()
+    if name not in classes:
+        raise ManifestError(f"section {name!r} is not a section of any registered phase; known: {', '.join(classes)}")
+    return classes[name]
 
 
 # ------------------------------------------------------------------ YAML with line numbers
@@ -217,20 +215,28 @@ def validation_message(source: str, lines: dict[tuple, int], error: ValidationEr
 def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
     """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
     data, lines, source = read_yaml_mapping(path, "manifest", overrides)
+    from datapipe.phase import section_classes
+
+    classes = section_classes()
+    for key in list(data):
+        if key in classes and key not in Manifest.model_fields:
+            data.setdefault("sections", {})[key] = data.pop(key)
     try:
         m = Manifest(**data)
     except ValidationError as e:
         msg = validation_message(source, lines, e)
         if any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in e.errors()):
-            known = [k for k in Manifest.model_fields if k != "source_file"]
-            msg += f"\n  known top-level keys: {', '.join(known)} (phase sections: {', '.join(SECTIONS)})"
+            known = [k for k in Manifest.model_fields if k not in ("source_file", "sections")]
+            msg += f"\n  known top-level keys: {', '.join(known)} (phase sections: {', '.join(classes)})"
         raise ManifestError(msg) from None
     _check_stages(m, source, lines)
-    for name in SECTIONS:
-        if getattr(m, name) is not None:
-            cls = _section_class(name)
+    for name, cls in classes.items():
+        raw = getattr(m, name) if name in Manifest.model_fields else m.sections.get(name)
+        if raw is not None:
+            if not isinstance(raw, dict):
+                raise ManifestError(f"{_where(source, lines, (name,))}: section {name!r} must be a mapping")
             try:
-                cls(**getattr(m, name))
+                cls(**raw)
             except ValidationError as e:
                 raise ManifestError(validation_message(source, lines, e, (name,))) from None
     if not m.inputs.paths and not m.inputs.crawl:

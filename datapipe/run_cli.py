@@ -14,15 +14,21 @@ from datapipe.progress import RunProgress
 def add_cli(sub) -> None:
     p = sub.add_parser(
         "run", help="run a manifest (read -> extract -> langid -> filters -> dedup -> mix/tokenize)",
-        description="Run a job described by a YAML manifest on Dask. Finished input files are "
-                    "skipped on rerun (same configuration); the funnel is printed at the end and "
-                    "written to OUTPUT/ledger.json.",
+        description="Run a job described by a YAML manifest on Dask. A rerun into an existing output "
+                    "equals a fresh run of the final manifest: finished work whose inputs and settings "
+                    "are unchanged is skipped, a changed phase-1 stage reruns from the stored rows of the "
+                    "stage before it (no re-reading or re-extraction unless extraction itself changed), "
+                    "and every later phase whose upstream changed reruns. Outputs of inputs no longer in "
+                    "the manifest are removed. See what would rerun, and why, with --dry-run. The funnel "
+                    "is printed at the end and written to OUTPUT/ledger.json.",
         epilog="exit status: 0 every input file processed; 2 nothing run (bad manifest, missing "
-               "model or input, output not writable, scheduler unreachable); 3 the ledger does not "
-               "balance; 4 the run finished but some input files failed on every attempt (worker "
-               "killed, e.g. over its memory limit, or a task exception): they are listed, errored "
-               "as whole files in OUTPUT/errors/ and OUTPUT/ledger.json (failed_tasks), the other "
-               "files' outputs are complete, and rerunning the same command retries only them.",
+               "model, tokenizer or input, output not writable or in use by another run, scheduler "
+               "unreachable); 3 the ledger does not balance or the output files disagree with it "
+               "(the message names the file and the count); 4 the run finished but some input files "
+               "failed on every attempt (worker killed, e.g. over its memory limit, or a task "
+               "exception): they are listed, errored as whole files in OUTPUT/errors/ and "
+               "OUTPUT/ledger.json (failed_tasks), the other files' outputs are complete, and rerunning "
+               "the same command retries only them.",
         )  # defaults are stated in each help text
     p.add_argument("manifest", help="path to the YAML manifest (e.g. manifests/cc-2026.yaml)")
     p.add_argument("--input", action="append", metavar="PATH",
@@ -36,6 +42,15 @@ def add_cli(sub) -> None:
                    help="parquet (always written) or dolma_jsonl (also OUTPUT/dolma/*.jsonl.zst; repeatable); "
                         "replaces the manifest's output_formats")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (each input file and each phase: skip / rerun / read / run, and why; "
+                        "files skipped while expanding directories; outputs that would be removed) and write nothing")
+    p.add_argument("--from", dest="force_from", metavar="PHASE",
+                   help="rerun PHASE and every phase after it whatever their records say; 'phase1' reads every "
+                        "input file again (phases: phase1, dedup or publish, dolma_jsonl, tokenize, report)")
+    p.add_argument("--only", action="append", metavar="PHASE",
+                   help="rerun PHASE whatever its record says (repeatable); later phases rerun only if "
+                        "their inputs changed")
     p.set_defaults(func=cmd_run)
 
 
@@ -54,6 +69,7 @@ def cmd_run(args) -> int:
     from datapipe.manifest import ManifestError, load_manifest
     from datapipe.models import ModelError
     from datapipe.io.paths import InputError
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizerError
     from datapipe import runner
 
     err = Console(stderr=True)
@@ -74,11 +90,14 @@ def cmd_run(args) -> int:
         overrides["output_formats"] = sorted(set(args.output_format) | {"parquet"})
     try:
         manifest = load_manifest(args.manifest, overrides)
-        inputs = runner.check_before_work(manifest)
-    except (ManifestError, ModelError, InputError) as e:
+        inputs = runner.check_before_work(manifest, probe_output=not args.dry_run)
+    except (ManifestError, ModelError, InputError, TokenizerError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 2
-    out.print(f"datapipe: {len(inputs)} input file(s) -> {manifest.output}")
+    if args.dry_run:
+        return _dry_run(out, err, manifest, inputs, args)
+    skipped = f" ({len(inputs.skipped)} other file(s) skipped: see --dry-run)" if getattr(inputs, "skipped", None) else ""
+    out.print(f"datapipe: {len(inputs)} input file(s) -> {manifest.output}{skipped}", highlight=False)
     show = not args.no_progress and sys.stderr.isatty()
     progress = RunProgress(err, len(inputs), show=show)
 
@@ -91,12 +110,15 @@ def cmd_run(args) -> int:
                   f" then open http://localhost:{port}/status", highlight=False)
         out.print(f"  per-stage counters so far: http://localhost:{port}/datapipe", highlight=False)
 
+    from datapipe.output_lock import OutputLockedError
+    from datapipe.plan import PlanError
+
     try:
         with progress:
             result = runner.run(manifest, inputs, progress=progress.progress, on_dashboard=on_dashboard,
                                 on_records=progress.on_records if show else None, on_plan=progress.on_plan,
-                                on_phase=progress.on_phase)
-    except runner.ClusterError as e:
+                                on_phase=progress.on_phase, force_from=args.force_from, only=args.only)
+    except (runner.ClusterError, OutputLockedError, PlanError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 2
     except LedgerError as e:
@@ -114,6 +136,24 @@ def cmd_run(args) -> int:
     if result.report:
         out.print(f"report: {result.report}  (explore: datapipe inspect {manifest.output})")
     return _print_failed(err, result.failed)
+
+
+def _dry_run(out: Console, err: Console, manifest, inputs, args) -> int:
+    from datapipe.output_lock import describe as lock_holder, is_stale, read_lock
+    from datapipe.plan import PlanError, describe, make_plan
+
+    try:
+        plan = make_plan(manifest, inputs, args.force_from, args.only)
+    except PlanError as e:
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        return 2
+    out.print(f"dry run: {len(inputs)} input file(s) -> {manifest.output} (nothing is written)", highlight=False)
+    for line in describe(plan):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+    holder = read_lock(manifest.output, manifest.inputs.storage_options)
+    if holder and not is_stale(holder):
+        out.print(f"note: {lock_holder(manifest.output, holder)}", highlight=False, markup=False, soft_wrap=True)
+    return 0
 
 
 #: Exit status of a finished run in which some input files failed on every attempt.

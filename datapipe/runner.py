@@ -1,10 +1,14 @@
-"""Build and run a job on Dask: phase 1 per input file, then the global phases.
+"""Run a job on Dask: phase 1 per input file, then the registered global phases.
 
 Phase 1 is one task per input file (retried by Dask on failure; a file whose task fails on every
-attempt is recorded as errored, see datapipe.task_failure, and the run goes on); phase 2 is global dedup
-(``dedup:`` section), phase 3 mixing + tokenization (``mix:``/``tokenize:``). Everything a run
-writes lives under the manifest's ``output`` (local directory or fsspec URL). The merged ledger
-is checked (``in == kept + rejected + errored`` at every stage) and written to ``ledger.json``.
+attempt is recorded as errored, see datapipe.task_failure, and the run goes on). Then every
+enabled phase of ``datapipe.phase`` runs in registration order (dedup or publish -> exports ->
+mix + tokenize -> report); the runner knows none by name. What reruns is decided by lineage
+(``datapipe.plan``): a task or phase whose fingerprint matches its stored record is skipped, so a
+rerun into an existing directory equals a fresh run of the final manifest. The run holds a lock
+on its output, removes the outputs of inputs no longer in the manifest, and ends by checking
+the invariant of ``datapipe.verify`` (``in == kept + rejected + errored`` at every stage,
+documents and token shards agree with the ledger).
 """
 from __future__ import annotations
 
@@ -14,11 +18,14 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from datapipe.io.parquet import join, write_json_atomic
-from datapipe.io.paths import resolve_inputs
-from datapipe.ledger import Ledger
+from datapipe.io.parquet import join, remove_file, write_json_atomic
+from datapipe.io.paths import InputSet, resolve_inputs
+from datapipe.ledger import Ledger, StageCounts
 from datapipe.manifest import Manifest
-from datapipe.task import PROGRESS_TOPIC, chain_fingerprint, plan_specs, run_file_task
+from datapipe.output_lock import OutputLock
+from datapipe.phase import PhaseContext, phase_fingerprint, phases, read_marker, write_marker
+from datapipe.plan import PHASE1, RunPlan, make_plan, tasks_fingerprint
+from datapipe.task import PROGRESS_TOPIC, run_file_task
 from datapipe.task_failure import record_failed_task
 
 log = logging.getLogger("datapipe")
@@ -45,20 +52,6 @@ def failed_tasks(records: list[dict]) -> list[dict]:
             for r in records if r.get("failed")]
 
 
-def _remove_stale_tmp(output: str, storage_options: dict | None) -> None:
-    """Delete ``*.tmp-*`` files left by phase-1 task attempts that died (a killed worker process
-    cannot clean up after itself). Called once all phase-1 tasks have finished."""
-    from datapipe.io.parquet import fs_and_path
-
-    fs, root = fs_and_path(output, storage_options)
-    for sub in ("documents", "rejected", "errors", "_tasks"):
-        for p in fs.glob(f"{root.rstrip('/')}/{sub}/*.tmp-*"):
-            try:
-                fs.rm(p)
-            except FileNotFoundError:
-                pass
-
-
 def spec_bytes(specs, storage_options: dict | None) -> dict[str, int]:
     """Input bytes each phase-1 task reads: a JSONL part its byte range, else the file's size
     shared evenly by its parts (Parquet row-group parts: close enough for a progress bar)."""
@@ -82,20 +75,23 @@ class ClusterError(RuntimeError):
     """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached."""
 
 
-def check_before_work(manifest: Manifest) -> list[str]:
-    """Everything that can fail before work starts: stage assets (models, lists), inputs.
+def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet:
+    """Everything that can fail before work starts: stage assets (models, lists), phase assets
+    (tokenizer, reference directories), inputs, the output location.
 
-    Returns the resolved input list. Raises ModelError / InputError / ManifestError.
+    Returns the resolved inputs (canonical names; ``skipped``/``duplicates`` listed).
+    ``probe_output=False`` (``--dry-run``) leaves the output location untouched.
+    Raises ModelError / InputError / ManifestError / TokenizerError.
     """
     for st in manifest.build_stages():
         st.check()
-    for name in ("dedup", "mix", "tokenize"):
-        cfg = manifest.section(name)
-        if cfg is not None and hasattr(cfg, "check"):
-            cfg.check()
+    for ph in phases():
+        if ph.enabled(manifest):
+            ph(manifest).check()
     i = manifest.inputs
-    inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options)
-    check_output_writable(manifest.output, i.storage_options)
+    inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
+    if probe_output:
+        check_output_writable(manifest.output, i.storage_options)
     return inputs
 
 
@@ -176,97 +172,142 @@ def dask_client(manifest: Manifest, quiet: bool = False):
         cluster.close()
 
 
+@contextmanager
+def _client_for(manifest: Manifest, client):
+    if client is not None:
+        yield client
+    else:
+        with dask_client(manifest) as c:
+            yield c
+
+
+def _remove(paths: list[str], storage_options: dict | None) -> None:
+    for p in paths:
+        remove_file(p, storage_options)
+
+
 def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None,
-        on_records=None, on_plan=None, on_phase=None) -> RunResult:
+        on_records=None, on_plan=None, on_phase=None, client=None, force_from: str | None = None,
+        only: list[str] | None = None) -> RunResult:
     """Run the whole job. ``progress(done, total, record)`` is called as files finish;
     ``on_records(task_id, records_read)`` while they run; ``on_plan({task_id: input bytes})``
-    as phase 1 starts (after ``on_dashboard(url)``); ``on_phase(phase, step)`` as steps of the later phases start."""
+    as phase 1 starts (after ``on_dashboard(url)``); ``on_phase(phase, step)`` as steps of the
+    later phases start. ``client``: an existing ``distributed.Client`` (else one is made from the
+    manifest's cluster section). ``force_from``/``only``: see ``datapipe.plan.make_plan``.
+
+    Raises OutputLockedError (another run writes there), LedgerError / InvariantError (the
+    counts or files disagree), ClusterError.
+    """
     t0 = time.time()
     if inputs is None:
         inputs = check_before_work(manifest)
     so = manifest.inputs.storage_options
-    mi = manifest.inputs
-    stages = manifest.effective_stages()
-    fp = chain_fingerprint(stages, {"format": mi.format, "preset": mi.preset, "fields": mi.fields})
-    specs = plan_specs(inputs, manifest.output, stages, fp, mi.format, mi.preset, mi.fields,
-                       mi.split_bytes, manifest.batch_size, so)  # large text files -> several tasks
-    with dask_client(manifest) as client:
-        from datapipe import monitor
-
-        monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
-        from datapipe.procenv import ProcessLimits
-
-        client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
-        dashboard = client.dashboard_link
-        if on_dashboard:
-            on_dashboard(dashboard)
-        if on_plan:
-            on_plan(spec_bytes(specs, so))
-        from distributed import as_completed
-
-        if on_records:  # live record counts from running tasks (see task._report_progress)
-            client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
-                                   and on_records(ev[1]["task"], ev[1]["records"]))
-
-        futures = {client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}",
-                                 retries=manifest.cluster.retries, pure=False): s for s in specs}
-        records = []
-        for fut in as_completed(futures):
-            if fut.status == "error":  # every attempt failed: the file is errored, the run goes on
-                exc = fut.exception()
-                rec = record_failed_task(futures[fut], exc)
-                log.warning("input %s errored as a whole file (%s): %s", rec["input"],
-                            rec["failed"]["reason"], rec["failed"]["detail"])
-            else:
-                rec = fut.result()
-            records.append(rec)
-            if progress:
-                progress(len(records), len(specs), rec)
-        records.sort(key=lambda r: r["task_id"])
-        _remove_stale_tmp(manifest.output, so)  # every phase-1 task is done: no tmp file is live
-        ledger = Ledger()
-        for r in records:
-            ledger.merge(Ledger.from_dict(r["ledger"]))
+    with OutputLock(manifest.output, so):
+        plan = make_plan(manifest, inputs, force_from, only)
+        if force_from == PHASE1:
+            _remove([join(manifest.output, "_tasks", f"{t}.json") for t in plan.task_ids], so)
+        _remove(plan.stale, so)  # outputs of inputs no longer in the manifest; leftovers of killed writers
+        with _client_for(manifest, client) as cl:
+            records, dashboard = _phase1(cl, manifest, plan, progress, on_dashboard, on_records, on_plan)
+            ledger = Ledger()
+            for r in records:
+                ledger.merge(Ledger.from_dict(r["ledger"]))
+            ledger.check()
+            phase_stats = _phases(cl, manifest, plan, records, ledger, t0, on_phase)
         ledger.check()
-        phases = {}
-        dedup = manifest.section("dedup")
-        if dedup is not None:
-            from datapipe.stages.phases.dedup.phase import run_dedup
+        result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phase_stats)
+        _write_ledger(manifest, result)
+        from datapipe.verify import verify_run
 
-            counts = run_dedup(client, manifest.output, dedup, so,
-                               progress=on_phase and (lambda step: on_phase("dedup", step)))
-            for name, c in counts.items():  # dedup_exact, dedup_lines, dedup_near: they chain
-                ledger.stages[name] = c
-            client.log_event(PROGRESS_TOPIC, {"task": "phase:dedup", "run": manifest.output, "stages": {
-                k: [c.n_in, c.kept, c.n_rejected, c.n_errored] for k, c in counts.items()}})
-            from datapipe.stages.phases.dedup.phase import load_stats
-
-            # Step counts plus the marker's stats (cluster-size histograms, pairs, rounds) for the report.
-            phases["dedup"] = {**{k: v.to_dict() for k, v in counts.items()}, "stats": load_stats(manifest.output, so)}
-        if "dolma_jsonl" in manifest.output_formats:
-            from datapipe.stages.phases.dolma_export import export_dolma
-
-            if on_phase:
-                on_phase("export", "dolma_jsonl")
-            phases["dolma_jsonl"] = export_dolma(manifest.output, manifest.name, so, client)
         tok = manifest.section("tokenize")
-        if tok is not None:
-            from datapipe.stages.phases.tokenize.mixture import MixConfig
-            from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
-
-            mix = manifest.section("mix") or MixConfig()
-            phases["tokenize"] = run_mix_tokenize(client, manifest.output, mix, tok, so,
-                                                  progress=on_phase and (lambda step: on_phase("tokenize", step)))
-    ledger.check()
-    result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phases)
-    write_json_atomic(join(manifest.output, "ledger.json"),
-                      dict(ledger.to_dict(), tasks=len(records), failed_tasks=failed_tasks(records),
-                           seconds=round(result.seconds, 3),
-                           manifest=manifest.source_file, stage_configs=stages, phases=phases), so)
-    try:  # the report explains the run; failing to draw it must not fail the run
-        from datapipe.report import write_report
-
-        result.report = write_report(manifest.output, storage_options=so)
-    except Exception as e:  # noqa: BLE001
-        log.warning("run report not written: %s: %s", type(e).__name__, e)
+        verify_run(manifest.output, so, ledger, records, tokens_dir=tok.output if tok is not None else None)
+        result.report = (phase_stats.get("report") or {}).get("path")
     return result
+
+
+def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, on_records, on_plan):
+    from datapipe import monitor
+    from datapipe.procenv import ProcessLimits
+
+    so = manifest.inputs.storage_options
+    specs = plan.specs
+    monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
+    client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
+    dashboard = client.dashboard_link
+    if on_dashboard:
+        on_dashboard(dashboard)
+    if on_plan:
+        on_plan(spec_bytes(specs, so))
+    from distributed import as_completed
+
+    if on_records:  # live record counts from running tasks (see task._report_progress)
+        client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
+                               and on_records(ev[1]["task"], ev[1]["records"]))
+    futures = {client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}-{s.fingerprint}",
+                             retries=manifest.cluster.retries, pure=False): s for s in specs}
+    records = []
+    for fut in as_completed(futures):
+        if fut.status == "error":  # every attempt failed: the file is errored, the run goes on
+            exc = fut.exception()
+            rec = record_failed_task(futures[fut], exc)
+            log.warning("input %s errored as a whole file (%s): %s", rec["input"],
+                        rec["failed"]["reason"], rec["failed"]["detail"])
+        else:
+            rec = fut.result()
+        records.append(rec)
+        if progress:
+            progress(len(records), len(specs), rec)
+    records.sort(key=lambda r: r["task_id"])
+    return records, dashboard
+
+
+def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledger: Ledger, t0: float,
+            on_phase) -> dict:
+    """Run or skip every enabled phase by lineage; add their ledger rows; return their stats."""
+    so = manifest.inputs.storage_options
+    forced = {p.name for p in plan.phases if p.why.startswith("forced")}
+    lineage = {"tasks": tasks_fingerprint(records)}
+    stats: dict = {}
+    for cls in phases():
+        if not cls.enabled(manifest):
+            continue
+        ph = cls(manifest)
+        ctx = PhaseContext(client, manifest, manifest.output, so, plan.task_ids, lineage,
+                           (lambda step, n=ph.name: on_phase(n, step)) if on_phase else (lambda step: None), ledger)
+        fp, upstream = phase_fingerprint(ph, lineage)
+        m = read_marker(manifest.output, ph.name, so)
+        if ph.name not in forced and m and m.get("fingerprint") == fp and ph.outputs_present(ctx):
+            rows = {k: StageCounts.from_dict(v) for k, v in (m.get("ledger") or {}).items()}
+            result_stats = dict(m.get("stats") or {}, skipped=True)
+        else:
+            if "*" in ph.reads:  # it reads the ledger too: write what is known so far
+                _write_ledger(manifest, RunResult(ledger, records, manifest.output, None, time.time() - t0, stats))
+            try:
+                res = ph.run(ctx)
+            except Exception as e:  # noqa: BLE001 - only optional phases get past this
+                if not getattr(ph, "optional", False):
+                    raise
+                log.warning("phase %s failed (the run goes on): %s: %s", ph.name, type(e).__name__, e)
+                continue
+            rows, result_stats = res.ledger, res.stats
+            write_marker(manifest.output, ph.name, {
+                "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "upstream": upstream,
+                "config": ph.config(), "stats": res.stats,
+                "ledger": {k: v.to_dict() for k, v in res.ledger.items()}}, so)
+        lineage[ph.writes] = fp
+        for name, c in rows.items():  # e.g. dedup_exact, dedup_lines, dedup_near: they chain
+            ledger.stages[name] = c
+        if rows:
+            client.log_event(PROGRESS_TOPIC, {"task": f"phase:{ph.name}", "run": manifest.output, "stages": {
+                k: [c.n_in, c.kept, c.n_rejected, c.n_errored] for k, c in rows.items()}})
+        stats[ph.name] = result_stats
+    return stats
+
+
+def _write_ledger(manifest: Manifest, result: RunResult) -> None:
+    records = result.tasks
+    write_json_atomic(join(manifest.output, "ledger.json"),
+                      dict(result.ledger.to_dict(), tasks=len(records), failed_tasks=failed_tasks(records),
+                           seconds=round(result.seconds, 3), manifest=manifest.source_file,
+                           stage_configs=manifest.effective_stages(), phases=result.phases),
+                      manifest.inputs.storage_options)

@@ -30,6 +30,7 @@ BASE_FIELDS: list[pa.Field] = [
     pa.field("payload_bytes", pa.int64()),
     pa.field("metadata", pa.string()),        # text inputs: the input fields kept, as a JSON object
     pa.field("text", pa.string()),
+    pa.field("text_before_edits", pa.string()),  # text entering the first stage that edits it; null if unchanged
     pa.field("lang", pa.string()),
     pa.field("lang_score", pa.float32()),
 ]

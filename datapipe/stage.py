@@ -37,6 +37,14 @@ class Stage:
     Config: ClassVar[type[StageConfig]] = StageConfig
     #: Arrow fields this stage adds to the document schema (signals). Fixed, so every shard has one schema.
     fields: ClassVar[list[pa.Field]] = []
+    #: Input columns beyond the stored document fields that this stage reads (``payload``: the raw
+    #: record body, dropped after the last stage that needs it and never stored). A change that
+    #: reruns such a stage rereads the input file; other changes rerun from stored rows.
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: Stored columns this stage rewrites (``text``: c4's line filter, PII masking). The text as it
+    #: entered the chain's first such stage is kept in ``text_before_edits``, so a rerun from stored
+    #: rows starts from the text that stage saw.
+    edits: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: StageConfig | None = None):
         self.config = config if config is not None else self.Config()

@@ -1,15 +1,23 @@
 """Phase 1: one task per input file (or per part of a large text file), run on a Dask worker.
 
 ``run_file_task`` reads the file, pushes batches of documents through the stage chain, splits
-kept / rejected / errored rows after every stage, and writes three shards atomically
-(``documents/``, ``rejected/``, ``errors/`` named after the task) plus a success record
-``_tasks/<task>.json`` holding the configuration fingerprint and the task's ledger. A rerun
-with the same fingerprint skips the task; any change of a stage config reruns it.
+kept / rejected / errored rows after every stage, and writes three shards (``_filtered/``: the
+rows that passed every stage, ``rejected/``, ``errors/``, named after the task) plus a success
+record ``_tasks/<task>.json``. Each shard is written in one go at the end, rows ordered by
+``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``).
+
+The success record holds the task's *prefix fingerprints*: ``prefix[0]`` covers the schema
+version, the read settings and the input's identity (canonical name, size, mtime); ``prefix[i]``
+adds the configuration of stage ``i-1``. A rerun with an equal last prefix skips the task; one
+that shares the first ``k >= 1`` stages reruns only stages ``k..`` from the stored rows
+(``datapipe.task_retune``), without reading or extracting the file again; otherwise the file is
+read again.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,14 +25,20 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from datapipe.io.parquet import ShardWriter, join, read_json, write_json_atomic
+from datapipe.io.parquet import join, read_json, remove_file, write_json_atomic, write_table_atomic
 from datapipe.io.readers import TEXT_FORMATS, ReadItem, detect_format, read_input
 from datapipe.ledger import Ledger
-from datapipe.schema import PAYLOAD_FIELD, document_schema
-from datapipe.stage import ERROR, REJECT, Stage, registry
+from datapipe.schema import PAYLOAD_FIELD, conform, document_schema
+from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 
-SCHEMA_VERSION = 2  # 2: ``metadata`` column; shards of version 1 are rewritten, not mixed
+log = logging.getLogger("datapipe")
+
+SCHEMA_VERSION = 3  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id)
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
+#: Phase-1 outputs of a task: kind -> folder under the run directory.
+KINDS = {"kept": "_filtered", "rejected": "rejected", "errors": "errors"}
+ROW_GROUP_ROWS = 50_000
+_DETAIL_CHARS = 300
 
 
 @dataclass
@@ -33,12 +47,14 @@ class TaskSpec:
     input: str
     output: str
     stages: list[dict]
-    fingerprint: str
+    fingerprint: str                       # identifies the task's whole output (= prefix[-1] when planned)
     input_format: str = "auto"
     batch_size: int = 256
     storage_options: dict = field(default_factory=dict)
     fields: dict | None = None             # resolved field mapping (text formats), see io/textdocs.py
     part: tuple[int, int] | None = None    # byte range (JSONL) or row-group range (Parquet); None = whole file
+    prefix: list[str] | None = None        # prefix fingerprints (module doc); None = no retuning
+    read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
 
 
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
@@ -47,12 +63,27 @@ def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def task_id_for(path: str) -> str:
-    """Readable, unique task id: file stem + hash of the full path.
+def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
+    """``[f0, f1, ..., fn]``: ``f0`` = hash(schema version, ``read_settings``), ``fi`` = hash(f(i-1), stage i-1).
 
-    The id names files under the output directory, so it never holds ``/`` or ``\\`` (it is one
-    path segment, never ``.``/``..``) and never starts with ``.``/``_``/``-`` (``ls`` hides such
-    files and ``pyarrow.dataset`` skips them by default: a reader of ``documents/`` would lose them).
+    ``read_settings`` holds everything the read depends on: the input's identity, format, field
+    mapping, part, batch size and read options. Hex strings of 16 characters.
+    """
+    def h(obj) -> str:
+        return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    out = [h({"v": SCHEMA_VERSION, "read": read_settings})]
+    for st in stages:
+        out.append(h([out[-1], st]))
+    return out
+
+
+def task_id_for(path: str) -> str:
+    """Readable, unique task id: file stem + hash of the input's canonical name.
+
+    ``path`` should already be canonical (``datapipe.io.paths.canonical_input``): then every
+    spelling of one file gives one id. The id names files under the output directory, so it never
+    holds ``/`` or ``\\`` (one path segment, never ``.``/``..``) and never starts with ``.``/``_``/``-``
+    (``ls`` hides such files and ``pyarrow.dataset`` skips them: a reader of ``documents/`` would lose them).
     """
     stem = path.rstrip("/").rsplit("/", 1)[-1]
     for suffix in (".gz", ".zst", ".warc", ".wet", ".jsonl", ".json", ".parquet"):
@@ -64,11 +95,14 @@ def task_id_for(path: str) -> str:
 
 def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: str, fmt: str = "auto",
                preset: str = "auto", fields: dict | None = None, split_bytes: int = 0,
-               batch_size: int = 256, storage_options: dict | None = None) -> list[TaskSpec]:
+               batch_size: int = 256, storage_options: dict | None = None,
+               identities: dict[str, dict] | None = None, read_options: dict | None = None) -> list[TaskSpec]:
     """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable text file.
 
     A file in ``k > 1`` parts gets task ids ``<task_id_for(path)>-p00000`` ... (deterministic for
-    the same ``split_bytes``). Raises ValueError for an unknown preset/field key or duplicate ids.
+    the same ``split_bytes``). With ``identities`` (input -> ``input_identity``), each spec gets
+    prefix fingerprints and ``fingerprint`` = the last one (lineage); otherwise ``fingerprint``
+    is used as given. Raises ValueError for an unknown preset/field key or duplicate ids.
     """
     from datapipe.io.jsonl import byte_ranges
     from datapipe.io.parquet_input import row_group_ranges
@@ -77,6 +111,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     from datapipe.io.textdocs import resolve_fields
 
     so = storage_options or {}
+    ro = dict(read_options or {})
     specs = []
     for p in inputs:
         f = detect_format(p) if fmt == "auto" else fmt
@@ -90,7 +125,14 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
         base = task_id_for(p)
         for k, part in enumerate(parts or [None]):
             tid = base if part is None else f"{base}-p{k:05d}"
-            specs.append(TaskSpec(tid, p, output, stages, fingerprint, f, batch_size, so, mapping, part))
+            prefix = None
+            fp = fingerprint
+            if identities is not None:
+                prefix = prefix_fingerprints({"input": identities.get(p, {"path": p}), "format": f,
+                                              "fields": mapping, "part": part, "batch_size": batch_size,
+                                              "options": ro}, stages)
+                fp = prefix[-1]
+            specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro))
     ids = [s.task_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("two inputs map to the same task id")
@@ -127,29 +169,68 @@ def _rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=schema)
 
 
-class _Outputs:
-    def __init__(self, spec: TaskSpec, schema: pa.Schema):
-        from datapipe.schema import conform
+def canonical_order(table: pa.Table) -> pa.Table:
+    """Rows ordered by ``(warc_offset, id)``: read order, whatever path computed them."""
+    if table.num_rows < 2:
+        return table
+    return table.sort_by([("warc_offset", "ascending"), ("id", "ascending")])
 
-        self._conform = conform
-        self.schema = schema
-        so = spec.storage_options
-        self.writers = {k: ShardWriter(join(spec.output, k, f"{spec.task_id}.parquet"), schema, so)
-                        for k in ("documents", "rejected", "errors")}
+
+def unchanged_text_as_null(table: pa.Table) -> pa.Table:
+    """``text_before_edits`` is null where no stage changed the text (no second copy stored)."""
+    if "text_before_edits" not in table.column_names or table.num_rows == 0:
+        return table
+    tbe, text = table.column("text_before_edits"), table.column("text")
+    same = pc.fill_null(pc.equal(tbe, text), False)
+    return with_column(table, "text_before_edits", pc.if_else(same, pa.nulls(table.num_rows, pa.string()), tbe),
+                       pa.string())
+
+
+class TaskOutputs:
+    """The rows of one task, gathered per kind and written at ``commit`` in canonical order.
+
+    Holding a task's rows until the end costs memory of the order of its extracted text (raw
+    HTML is dropped after extraction), and buys files whose bytes depend only on their rows: a
+    task rerun from stored rows writes exactly what a fresh read would.
+    """
+
+    def __init__(self, spec: TaskSpec, schema: pa.Schema):
+        self.spec, self.schema = spec, schema
+        self.parts: dict[str, list[pa.Table]] = {k: [] for k in KINDS}
+
+    def url(self, kind: str) -> str:
+        return join(self.spec.output, KINDS[kind], f"{self.spec.task_id}.parquet")
 
     def write(self, kind: str, table: pa.Table) -> None:
         if table.num_rows:
-            self.writers[kind].write(self._conform(table, self.schema))
+            self.parts[kind].append(conform(table, self.schema))
+
+    def rows(self, kind: str) -> int:
+        return sum(t.num_rows for t in self.parts[kind])
 
     def commit(self) -> dict:
-        return {k: w.commit() for k, w in self.writers.items()}
+        files = {}
+        so = self.spec.storage_options
+        for kind in KINDS:
+            if self.parts[kind]:
+                t = unchanged_text_as_null(canonical_order(pa.concat_tables(self.parts[kind])))
+                write_table_atomic(self.url(kind), t, so, ROW_GROUP_ROWS)
+                files[kind] = True
+            else:
+                remove_file(self.url(kind), so)  # a rerun with no such rows: no stale shard
+                files[kind] = False
+        return files
 
     def abort(self) -> None:
-        for w in self.writers.values():
-            w.abort()
+        self.parts = {k: [] for k in KINDS}
 
 
-def _split(table: pa.Table, stage_name: str, ledger: Ledger, out: _Outputs, seconds: float) -> pa.Table:
+def ledger_reason(value: str) -> str:
+    """The ledger key of a reason column value: ``stage:kind`` without the ``: detail`` part."""
+    return value.split(": ", 1)[0]
+
+
+def split_rows(table: pa.Table, stage_name: str, ledger: Ledger, out: TaskOutputs, seconds: float) -> pa.Table:
     """Route errored and rejected rows of a stage's output; return the live rows."""
     n = table.num_rows
     bytes_in = _text_bytes(table)
@@ -158,18 +239,15 @@ def _split(table: pa.Table, stage_name: str, ledger: Ledger, out: _Outputs, seco
     if ERROR in table.column_names and table.column(ERROR).null_count < n:
         mask = pc.is_valid(table.column(ERROR))
         bad = table.filter(mask)
-        err_reasons = bad.column(ERROR).to_pylist()
-        bad = bad.append_column("error_stage", pa.array([stage_name] * bad.num_rows, pa.string())) \
-            if "error_stage" not in bad.column_names else bad
+        err_reasons = [ledger_reason(r) for r in bad.column(ERROR).to_pylist()]
+        bad = with_column(bad, "error_stage", [stage_name] * bad.num_rows, pa.string())
         out.write("errors", bad)
         table = table.filter(pc.invert(mask))
     if REJECT in table.column_names and table.column(REJECT).null_count < table.num_rows:
         mask = pc.is_valid(table.column(REJECT))
         rej = table.filter(mask)
         rej_reasons = rej.column(REJECT).to_pylist()
-        stage_col = pa.array([stage_name] * rej.num_rows, pa.string())
-        i = rej.schema.get_field_index("reject_stage")
-        rej = rej.set_column(i, "reject_stage", stage_col) if i >= 0 else rej.append_column("reject_stage", stage_col)
+        rej = with_column(rej, "reject_stage", [stage_name] * rej.num_rows, pa.string())
         out.write("rejected", rej)
         table = table.filter(pc.invert(mask))
     for col in (REJECT, ERROR):
@@ -180,27 +258,55 @@ def _split(table: pa.Table, stage_name: str, ledger: Ledger, out: _Outputs, seco
     return table
 
 
-def _run_batch(items: list[ReadItem], chain: list[Stage], ledger: Ledger, out: _Outputs,
-               in_schema: pa.Schema) -> None:
-    table = _rows_to_table([it.row for it in items], in_schema)
-    for st in chain:
+def payload_needed_until(chain: list[Stage]) -> int:
+    """Index of the last stage that declares ``payload`` in ``needs`` (-1: none): the raw payload
+    travels no further (raw HTML is not kept; (file, offset) points to it)."""
+    last = -1
+    for i, st in enumerate(chain):
+        if "payload" in getattr(st, "needs", ()):
+            last = i
+    return last
+
+
+def first_text_edit(chain: list[Stage]) -> int | None:
+    """Index of the chain's first stage that rewrites ``text``, or None."""
+    return next((i for i, st in enumerate(chain) if "text" in getattr(st, "edits", ())), None)
+
+
+def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, out: TaskOutputs,
+               logged: set) -> pa.Table:
+    """Run ``chain[start:]`` on one batch of live rows; return the rows that passed every stage.
+
+    A stage exception errors the batch's live rows with ``<stage>:exception:<Type>: <message>``
+    (message truncated), logged once per stage per task with its traceback.
+    """
+    drop_payload_after = payload_needed_until(chain)
+    edit_at = first_text_edit(chain)
+    for i in range(start, len(chain)):
+        st = chain[i]
         if table.num_rows == 0:
             ledger.record(st.name, 0, 0)
             continue
+        if i == edit_at:
+            table = with_column(table, "text_before_edits", table.column("text"), pa.string())
         t0 = time.perf_counter()
         try:
             result = st(table)
             if result.num_rows != table.num_rows:
                 raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {table.num_rows}")
         except Exception as e:  # noqa: BLE001 - a stage bug on a batch must not lose its rows
-            reason = f"{st.name}:exception:{type(e).__name__}"
-            result = table.append_column(ERROR, pa.array([reason] * table.num_rows, pa.string()))
-        table = _split(result, st.name, ledger, out, time.perf_counter() - t0)
-        if st.name == "extract" and "payload" in table.column_names:
-            table = table.drop_columns(["payload"])  # raw HTML is not kept; (file, offset) points to it
+            detail = " ".join(str(e).split())[:_DETAIL_CHARS]
+            reason = f"{st.name}:exception:{type(e).__name__}" + (f": {detail}" if detail else "")
+            if st.name not in logged:
+                logged.add(st.name)
+                log.exception("stage %s failed on a batch of %d rows of %s", st.name, table.num_rows, out.spec.input)
+            result = with_column(table, ERROR, [reason] * table.num_rows, pa.string())
+        table = split_rows(result, st.name, ledger, out, time.perf_counter() - t0)
+        if i >= drop_payload_after and "payload" in table.column_names:
+            table = table.drop_columns(["payload"])
     if "payload" in table.column_names:
         table = table.drop_columns(["payload"])
-    out.write("documents", table)
+    return table
 
 
 PROGRESS_TOPIC = "datapipe-progress"
@@ -223,34 +329,80 @@ def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[in
         pass
 
 
+def marker_url(spec: TaskSpec) -> str:
+    return join(spec.output, "_tasks", f"{spec.task_id}.json")
+
+
+def common_prefix(old: list[str] | None, new: list[str] | None) -> int:
+    """Number of leading prefix fingerprints two tasks share (0: the read itself differs)."""
+    if not old or not new:
+        return 0
+    k = 0
+    while k < min(len(old), len(new)) and old[k] == new[k]:
+        k += 1
+    return k
+
+
 def run_file_task(spec: TaskSpec) -> dict:
-    """Process one input file. Returns the success record (also written to ``_tasks/``)."""
-    marker_url = join(spec.output, "_tasks", f"{spec.task_id}.json")
-    done = read_json(marker_url, spec.storage_options)
+    """Process one input file. Returns the success record (also written to ``_tasks/``).
+
+    Skips the task when its stored record has this fingerprint; reruns only the changed tail of
+    the chain when the stored record shares the read and the first stages (module doc).
+    """
+    marker = marker_url(spec)
+    done = read_json(marker, spec.storage_options)
     if done and done.get("fingerprint") == spec.fingerprint:
         done["skipped"] = True
         _report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
         return done
     chain = build_chain(spec.stages)
     schema = document_schema(chain)
+    t0 = time.perf_counter()
+    k = common_prefix(done.get("prefix") if done else None, spec.prefix)
+    record = None
+    if done and k >= 2:  # the read and at least one stage are unchanged
+        from datapipe.task_retune import retune_task
+
+        record = retune_task(spec, done, k - 1, chain, schema)
+    if record is None:
+        record = _read_task(spec, chain, schema)
+    record["seconds"] = round(time.perf_counter() - t0, 3)
+    write_json_atomic(marker, record, spec.storage_options)
+    return record
+
+
+def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
+    return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
+            "prefix": spec.prefix, "stage_names": [st.name for st in chain], "files": files,
+            "ledger": ledger.to_dict(), **extra}
+
+
+def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
     in_schema = pa.schema(list(schema) + [PAYLOAD_FIELD])
     ledger = Ledger()
     for name in ["read"] + [st.name for st in chain]:  # fixes the stage order, zeros included
         ledger.stage(name)
-    out = _Outputs(spec, schema)
+    out = TaskOutputs(spec, schema)
+    logged: set = set()
     t0 = time.perf_counter()
     try:
         batch: list[ReadItem] = []
         read_rej: list[str] = []
         read_err: list[str] = []
         n_read = 0
-        for item in read_input(spec.input, spec.input_format, spec.storage_options, spec.fields, spec.part):
+
+        def flush():
+            table = _rows_to_table([it.row for it in batch], in_schema)
+            out.write("kept", run_stages(table, chain, 0, ledger, out, logged))
+
+        for item in read_input(spec.input, spec.input_format, spec.storage_options, spec.fields, spec.part,
+                               **spec.read_options):
             n_read += 1
             ledger.records_by_type[item.row.get("record_type") or "unknown"] += 1
             if item.status == "document":
                 batch.append(item)
                 if len(batch) >= spec.batch_size:
-                    _run_batch(batch, chain, ledger, out, in_schema)
+                    flush()
                     batch = []
                     n_rr, n_re = len(read_rej), len(read_err)
                     _report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re])
@@ -262,20 +414,18 @@ def run_file_task(spec: TaskSpec) -> dict:
                 row = dict(item.row, error_reason=why, error_stage="read")
                 out.write("errors", _rows_to_table([row], schema))
         if batch:
-            _run_batch(batch, chain, ledger, out, in_schema)
+            flush()
         n_docs = n_read - len(read_rej) - len(read_err)
         ledger.record("read", n_read, n_docs, read_rej, read_err,
                       seconds=time.perf_counter() - t0 - sum(c.seconds for c in ledger.stages.values()))
         ledger.check()
+        remove_file(marker_url(spec), spec.storage_options)  # old record no longer describes the files
         files = out.commit()
     except BaseException:
         out.abort()
         raise
     _report_progress(spec, n_read, ledger)
-    record = {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
-              "files": files, "ledger": ledger.to_dict(), "seconds": round(time.perf_counter() - t0, 3)}
-    write_json_atomic(marker_url, record, spec.storage_options)
-    return record
+    return task_record(spec, chain, files, ledger, retuned_from=None)
 
 
 def reason_counts(records: list[dict]) -> Counter:

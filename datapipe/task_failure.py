@@ -5,17 +5,17 @@ raised; when every attempt fails the client gets ``KilledWorker`` or the task's 
 runner then records the file here, on the client: one row in ``errors/<task>.parquet`` naming
 the file (``record_type`` ``file``, ``error_stage`` ``read``) and a ledger that counts it as one
 record read and errored (see datapipe.ledger). No success record is written, so a rerun retries
-the file; stale ``documents/``/``rejected/`` shards of that task (from an older configuration)
+the file; stale ``_filtered/``/``rejected/`` shards of that task (from an older configuration)
 are removed so the run's outputs never mix configurations.
 """
 from __future__ import annotations
 
-from datapipe.io.parquet import ShardWriter, fs_and_path, join
+from datapipe.io.parquet import join, remove_file, write_table_atomic
 from datapipe.io.readers import doc_id
 from datapipe.ledger import Ledger
 from datapipe.schema import conform, document_schema
 from datapipe.stage import registry
-from datapipe.task import TaskSpec, _rows_to_table
+from datapipe.task import KINDS, TaskSpec, _rows_to_table, marker_url
 
 FILE_RECORD = "file"  # records_by_type key of a whole input file errored as one record
 _DETAIL_CHARS = 500
@@ -54,14 +54,14 @@ def record_failed_task(spec: TaskSpec, exc: BaseException) -> dict:
            "warc_file": source.rsplit("/", 1)[-1], "warc_offset": offset, "record_type": FILE_RECORD,
            "error_reason": f"{reason}: {detail}" if detail else reason, "error_stage": "read"}
     so = spec.storage_options
-    fs, _ = fs_and_path(spec.output, so)
-    for kind in ("documents", "rejected"):
-        _, stale = fs_and_path(join(spec.output, kind, f"{spec.task_id}.parquet"), so)
-        if fs.exists(stale):
-            fs.rm(stale)
-    w = ShardWriter(join(spec.output, "errors", f"{spec.task_id}.parquet"), schema, so)
-    w.write(conform(_rows_to_table([row], schema), schema))
-    w.commit()
+    # Stale shards and success record of an older configuration go: the run's outputs never mix
+    # configurations, and no later rerun may mistake them for this task's result.
+    for folder in [f for k, f in KINDS.items() if k != "errors"] + ["documents"]:
+        remove_file(join(spec.output, folder, f"{spec.task_id}.parquet"), so)
+    remove_file(join(spec.output, "rejected", f"dedup-{spec.task_id}.parquet"), so)
+    remove_file(marker_url(spec), so)
+    write_table_atomic(join(spec.output, "errors", f"{spec.task_id}.parquet"),
+                       conform(_rows_to_table([row], schema), schema), so)
     ledger = Ledger()
     for name in ["read"] + [c.name for c in classes]:  # the chain's stage order, zeros included, as a finished task has
         ledger.stage(name)
@@ -69,5 +69,5 @@ def record_failed_task(spec: TaskSpec, exc: BaseException) -> dict:
     ledger.records_by_type[FILE_RECORD] += 1
     ledger.check()
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
-            "files": {"documents": False, "rejected": False, "errors": True}, "ledger": ledger.to_dict(),
+            "files": {"kept": False, "rejected": False, "errors": True}, "ledger": ledger.to_dict(),
             "failed": {"reason": reason, "detail": detail}}

@@ -51,6 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.env import shared_data
+from datapipe.ranges import NonNegInt
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib import words as W
 
@@ -60,22 +61,23 @@ _POLICY_RE = r"(?i)terms of use|privacy policy|cookie policy|uses cookies|use of
 
 
 class C4Config(StageConfig):
-    """Raffel et al. 2020 defaults. Booleans switch single rules; None switches a threshold off."""
+    """Raffel et al. 2020 defaults. Booleans switch single rules; None switches a threshold off.
+    Counts (``min_words_per_line`` words, ``min_sentences``, ``max_bad_words`` hits) are >= 0."""
 
     remove_citations: bool = True
     filter_no_terminal_punct: bool = True
-    min_words_per_line: int | None = 3
+    min_words_per_line: NonNegInt | None = 3
     filter_javascript: bool = True
     filter_policy: bool = True
     filter_lorem_ipsum: bool = True
     filter_curly_bracket: bool = True
-    min_sentences: int | None = 5
+    min_sentences: NonNegInt | None = 5
     filter_bad_words: bool = True
     #: Folder with one LDNOOBW list per language code; None = ``<shared data>/wordlists/ldnoobw``.
     bad_words_dir: str | None = None
     bad_words_langs: list[str] = ["en"]
     #: Documents with more bad-word hits than this are rejected (C4: any hit).
-    max_bad_words: int = 0
+    max_bad_words: NonNegInt = 0
     #: Replace the text of kept documents by the cleaned lines.
     modify_text: bool = True
 
@@ -196,6 +198,7 @@ class C4(Stage):
     thresholds (terminal punctuation, >= 3 words a line, >= 5 sentences, LDNOOBW) and reasons."""
 
     name = "c4"
+    edits = ("text",)  # line filters drop lines
     Config = C4Config
     fields = FIELDS
 

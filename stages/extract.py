@@ -2,7 +2,9 @@
 
 Input rows carry the raw HTTP body in ``payload`` (binary) and the HTTP charset in ``charset``.
 Rows whose ``record_type`` is ``conversion`` (WET) or ``text`` already have ``text`` and pass
-through. Decoding follows ``datapipe.stages.lib.charset.decode_html``; extraction is resiliparse's
+through. Decoding follows ``datapipe.stages.lib.charset.decode_payload``: when the declared charset
+is not used (it does not decode cleanly, or detection reads the bytes more plausibly) the row's
+``warnings`` gain ``charset_override`` and ``charset`` names the codec used. Extraction is resiliparse's
 ``extract_plain_text`` (main-content mode by default, as DCLM and dolma use it). Pages that yield
 no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
 ``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
@@ -28,8 +30,9 @@ import pyarrow as pa
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
+from datapipe.ranges import NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
-from datapipe.stages.lib.charset import decode_html
+from datapipe.stages.lib.charset import decode_payload
 
 
 # Elements skipped in main-content mode when ``clean`` is on (CSS selectors, resiliparse ``skip_elements``).
@@ -38,31 +41,36 @@ CLEAN_SKIP = ("figure", "figcaption", "h1", "footer", "[class*=caption]", "[clas
 
 
 class ExtractConfig(StageConfig):
+    """Ranges: ``fallback_chars``, ``min_chars`` >= 0 (characters); ``max_payload_bytes`` >= 1 (bytes);
+    ``timeout_s`` > 0 (seconds). Defaults: see the module docstring (measured on trafilatura's set)."""
+
     main_content: bool = True        # resiliparse boilerplate removal; False = whole page (CS336 A4 golden output)
     clean: bool = True               # main content only: drop comments, post meta and CLEAN_SKIP elements
-    fallback_chars: int = 200        # main content only: shorter extract -> whole page instead (0 = never)
+    fallback_chars: NonNegInt = 200  # main content only: shorter extract -> whole page instead (0 = never)
     alt_texts: bool = False          # include <img alt> texts
     links: bool = False              # include link targets
     list_bullets: bool = True
     noscript: bool = False
-    min_chars: int = 1               # fewer non-space characters -> extract:empty
-    max_payload_bytes: int = 20_000_000
-    timeout_s: float = 10.0          # per document, enforced by the sandbox
+    min_chars: NonNegInt = 1         # fewer non-space characters -> extract:empty (0 = keep empty pages)
+    max_payload_bytes: PosInt = 20_000_000
+    timeout_s: PosFloat = 10.0       # per document, enforced by the sandbox
     sandbox: bool = True             # run in a child process (crash/timeout isolation)
 
 
 def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
                 links=False, list_bullets=True, noscript=False, clean=True,
-                fallback_chars=200) -> tuple[str | None, str, None]:
-    """Decode and extract one page. Returns ``(text, codec, None)``.
+                fallback_chars=200) -> tuple[str | None, str, None, list[str]]:
+    """Decode and extract one page. Returns ``(text, codec, None, warnings)``; the third slot is
+    the error reason of the sandbox protocol (always None here), ``warnings`` the decoding's.
 
     ``clean`` and ``fallback_chars`` act in main-content mode only: whole-page extraction
     (``main_content=False``) is resiliparse's plain output, unchanged.
     """
-    html, codec = decode_html(payload, http_charset)
+    decoded = decode_payload(payload, http_charset)
+    html, codec, warns = decoded.text, decoded.codec, decoded.warnings
     opts = dict(alt_texts=alt_texts, links=links, list_bullets=list_bullets, noscript=noscript)
     if not main_content:
-        return extract_plain_text(html, main_content=False, **opts), codec, None
+        return extract_plain_text(html, main_content=False, **opts), codec, None, warns
     if clean:
         opts.update(comments=False, post_meta=False, skip_elements=list(CLEAN_SKIP))
     tree = HTMLTree.parse(html) if fallback_chars > 0 else html  # parsed once when it may be used twice
@@ -71,7 +79,7 @@ def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt
         whole = extract_plain_text(tree, main_content=False, **opts)
         if len(whole) > len(text):
             text = whole
-    return text, codec, None
+    return text, codec, None, warns
 
 
 @register
@@ -79,6 +87,7 @@ class Extract(Stage):
     name = "extract"
     Config = ExtractConfig
     fields = []
+    needs = ("payload",)  # the raw HTML; dropped once extracted
 
     def setup(self) -> None:
         self._sandbox = None
@@ -120,17 +129,22 @@ class Extract(Stage):
                 try:
                     results.append(extract_one(p, cs, **self._opts))
                 except Exception as e:  # noqa: BLE001
-                    results.append((None, None, f"extract:exception:{type(e).__name__}"))
-        for i, (text, codec, err) in zip(todo, results):
+                    results.append((None, None, f"extract:exception:{type(e).__name__}", None))
+        warnings = batch.column("warnings").to_pylist() if "warnings" in batch.column_names else None
+        for i, (text, codec, err, warns) in zip(todo, results):
             texts[i] = text
             if codec:
                 charsets[i] = codec
             error[i] = err
+            if warns and warnings is not None:
+                warnings[i] = (warnings[i] or []) + [w for w in warns if w not in (warnings[i] or [])]
         for i in range(n):
             if reject[i] is None and error[i] is None and len((texts[i] or "").strip()) < self.config.min_chars:
                 reject[i] = "extract:empty"
         batch = with_column(batch, "text", texts, pa.string())
         batch = with_column(batch, "charset", charsets, pa.string())
+        if warnings is not None:
+            batch = with_column(batch, "warnings", warnings, pa.list_(pa.string()))
         batch = with_column(batch, REJECT, reject, pa.string())
         return with_column(batch, ERROR, error, pa.string())
 

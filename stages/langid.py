@@ -14,6 +14,7 @@ import re
 import pyarrow as pa
 
 from datapipe.models import resolve_model
+from datapipe.ranges import PosInt, Probability
 from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
 
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
@@ -21,11 +22,13 @@ _MODELS: dict[str, object] = {}
 
 
 class LangIdConfig(StageConfig):
+    """``min_score`` and ``min_score_by_lang`` values are probabilities in [0, 1]; ``max_chars`` >= 1."""
+
     model: str = "lid.176.ftz"            # file name in $DATAPIPE_MODELS / models/, or a path
     languages: list[str] | None = None    # keep only these (None = keep any language)
-    min_score: float = 0.65               # FineWeb / DCLM threshold
-    min_score_by_lang: dict[str, float] = {}
-    max_chars: int = 100_000              # predict on a prefix: the score is stable long before this
+    min_score: Probability = 0.65         # FineWeb / DCLM threshold
+    min_score_by_lang: dict[str, Probability] = {}
+    max_chars: PosInt = 100_000           # predict on a prefix: the score is stable long before this
 
 
 def load_fasttext(path) -> object:
@@ -63,6 +66,7 @@ class LangId(Stage):
     name = "langid"
     Config = LangIdConfig
     fields = []  # lang / lang_score are base document fields
+    edits = ("lang", "lang_score")
 
     def setup(self) -> None:
         self._model = load_fasttext(resolve_model(self.config.model))

@@ -74,6 +74,38 @@ class ShardWriter:
             self._writer = None
 
 
+def write_table_atomic(url: str, table: pa.Table, storage_options: dict | None = None,
+                       row_group_size: int = 50_000) -> None:
+    """Write ``table`` as one Parquet file at ``url`` in one call (temporary name, then rename).
+
+    The bytes depend only on the table's content and ``row_group_size`` (chunks are combined
+    first), so two runs that compute the same rows write identical files.
+    """
+    fs, final = fs_and_path(url, storage_options)
+    fs.makedirs(final.rsplit("/", 1)[0], exist_ok=True)
+    tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        with fs.open(tmp, "wb") as fh:
+            pq.write_table(table.combine_chunks(), fh, compression=COMPRESSION, row_group_size=row_group_size)
+        fs.mv(tmp, final)
+    except BaseException:
+        if fs.exists(tmp):
+            fs.rm(tmp)
+        raise
+
+
+def remove_file(url: str, storage_options: dict | None = None) -> bool:
+    """Delete ``url`` if it exists; True if something was deleted."""
+    fs, path = fs_and_path(url, storage_options)
+    try:
+        if fs.exists(path):
+            fs.rm(path)
+            return True
+    except FileNotFoundError:
+        pass
+    return False
+
+
 def write_json_atomic(url: str, obj, storage_options: dict | None = None) -> None:
     """Write JSON to ``url`` via a temporary name and a rename."""
     fs, path = fs_and_path(url, storage_options)

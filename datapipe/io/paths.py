@@ -82,6 +82,20 @@ def crawl_listing_url(crawl: str, base_url: str) -> str:
     return base_url.rstrip("/") + f"/crawl-data/{crawl}/warc.paths.gz"
 
 
+def _why(exc: BaseException) -> str:
+    """Short cause of a failed fetch: the HTTP status if any error in the chain has one, else the
+    exception type and its message (without a repeated URL)."""
+    e, seen = exc, 0
+    while e is not None and seen < 5:
+        status = getattr(e, "status", None)
+        if isinstance(status, int):
+            return f"HTTP {status}" + (" (no such crawl id?)" if status in (403, 404) else "")
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    if isinstance(exc, FileNotFoundError):
+        return "HTTP 404 or no such file (no such crawl id?)"
+    return f"{type(exc).__name__}"
+
+
 def resolve_crawl(crawl: str, n_files: int, base_url: str, storage_options: dict | None = None) -> list[str]:
     """First ``n_files`` WARC URLs of a Common Crawl crawl, read from its ``warc.paths.gz``."""
     url = crawl_listing_url(crawl, base_url)
@@ -91,47 +105,159 @@ def resolve_crawl(crawl: str, n_files: int, base_url: str, storage_options: dict
             return gzip.decompress(fh.read()).decode("utf-8")
     try:
         listing = with_retries(read, what=url)
-    except Exception as e:  # noqa: BLE001 - reported with the URL
-        raise InputError(f"cannot read the file list of crawl {crawl} at {url}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - reported with the URL once and the HTTP status
+        raise InputError(f"cannot read the file list of crawl {crawl} at {url}: {_why(e)}") from e
     paths = [ln.strip() for ln in listing.splitlines() if ln.strip()]
     if not paths:
         raise InputError(f"{url} lists no files")
     return [base_url.rstrip("/") + "/" + p for p in paths[:n_files]]
 
 
+#: File names a directory input expands to (compression suffix removed first); other files are
+#: skipped and listed (``datapipe run --dry-run``).
+INPUT_EXTENSIONS = ("warc", "arc", "wet", "wat", "jsonl", "json", "ndjson", "parquet")
+_COMPRESSION = (".gz", ".zst", ".zstd")
+
+
+def has_input_extension(name: str) -> bool:
+    """True when ``name`` (a file name or path) ends in a known input extension, compressed or not."""
+    n = name.lower().rsplit("/", 1)[-1]
+    for suffix in _COMPRESSION:
+        if n.endswith(suffix):
+            n = n[: -len(suffix)]
+    return "." in n and n.rsplit(".", 1)[-1] in INPUT_EXTENSIONS
+
+
+def canonical_input(path: str) -> str:
+    """The identity of an input: the resolved real path of a local file (relative paths, ``./``,
+    symlinks and ``file://`` all collapse to it), or the URL with scheme and host lower-cased, the
+    default port dropped and ``//`` runs in the path collapsed. Task ids and document ids derive from it."""
+    import os
+    from urllib.parse import urlsplit, urlunsplit
+
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    if not is_remote(path):
+        return os.path.realpath(os.path.expanduser(path))
+    u = urlsplit(path)
+    scheme, host = u.scheme.lower(), (u.hostname or "").lower()
+    port = u.port
+    if port and not ((scheme == "http" and port == 80) or (scheme == "https" and port == 443)):
+        host = f"{host}:{port}"
+    if u.username:
+        host = f"{u.username}@{host}"
+    p = u.path
+    while "//" in p:
+        p = p.replace("//", "/")
+    return urlunsplit((scheme, host, p, u.query, ""))
+
+
+def input_identity(path: str, storage_options: dict | None = None) -> dict:
+    """What a phase-1 result depends on besides the configuration: canonical name, size in bytes and
+    modification time (ns for local files; ETag / Last-Modified when a remote store gives them).
+    A file replaced in place therefore reruns."""
+    import os
+
+    if not is_remote(path):
+        st = os.stat(path)
+        return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    try:
+        fs, p = _fs(path, storage_options)
+        info = fs.info(p)
+    except Exception:  # noqa: BLE001 - no HEAD: the name alone identifies it
+        return {"path": path}
+    keep = {k: info.get(k) for k in ("size", "ETag", "etag", "LastModified", "last_modified", "mtime")
+            if info.get(k) is not None}
+    return {"path": path, **{k: str(v) for k, v in keep.items()}}
+
+
+def _under(path: str, root: str | None) -> bool:
+    return bool(root) and (path == root or path.startswith(root.rstrip("/") + "/"))
+
+
+class InputSet(list):
+    """The resolved input files (a list of canonical names, sorted within each given path, first
+    occurrence kept) plus ``skipped``: ``(path, why)`` for files left out during expansion and
+    ``duplicates``: ``(given, canonical)`` for inputs naming a file already listed."""
+
+    def __init__(self, files=(), skipped=(), duplicates=()):
+        super().__init__(files)
+        self.skipped = list(skipped)
+        self.duplicates = list(duplicates)
+
+
 def resolve_inputs(paths: list[str], crawl: str | None = None, crawl_files: int = 1,
                    base_url: str = "https://data.commoncrawl.org/",
-                   storage_options: dict | None = None) -> list[str]:
-    """Expand globs and crawl ids into a sorted, de-duplicated list of input files.
+                   storage_options: dict | None = None, output: str | None = None) -> InputSet:
+    """Expand globs, directories and crawl ids into an ``InputSet`` of canonical input names.
 
-    Raises InputError naming a path that matches nothing or does not exist.
+    Directories expand recursively to files with a known input extension (``INPUT_EXTENSIONS``);
+    dotfiles, other files and anything under ``output`` are skipped and listed in ``skipped``.
+    Two spellings of one file (relative, absolute, symlink) are one input (``duplicates``).
+    Raises InputError naming a path that matches nothing, does not exist, or lies under ``output``
+    (the output of a run is never an input).
     """
-    out: list[str] = []
+    out_root = canonical_input(output) if output else None
+    files: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    dups: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def add(given: str, name: str) -> None:
+        c = canonical_input(name)
+        if c in seen:
+            dups.append((given, c))
+            log.warning("input %s names %s, already an input: read once", given, c)
+            return
+        seen.add(c)
+        files.append(c)
+
     for p in paths:
-        if any(ch in p for ch in "*?[") :
+        if any(ch in p for ch in "*?["):
             fs, pattern = _fs(p, storage_options)
             found = sorted(fs.glob(pattern))
             if not found:
                 raise InputError(f"input pattern matches no files: {p}")
             proto = p.split("://")[0] + "://" if is_remote(p) else ""
-            out.extend(proto + f if proto and not f.startswith(proto) else f for f in found)
+            for f in found:
+                full = proto + f if proto and not f.startswith(proto) else f
+                if _under(canonical_input(full), out_root):
+                    skipped.append((full, "inside the output directory"))
+                else:
+                    add(p, full)
         elif is_remote(p):
-            out.append(p)
+            add(p, p)
         else:
             fs, lp = _fs(p, storage_options)
             if not fs.exists(lp):
                 raise InputError(f"input file not found: {p}")
+            if _under(canonical_input(lp), out_root):
+                raise InputError(f"input {p} lies inside the output directory {output}: a run never reads "
+                                 "its own output; choose another --output")
             if fs.isdir(lp):
-                found = sorted(f for f in fs.find(lp) if not f.split("/")[-1].startswith("."))
-                if not found:
-                    raise InputError(f"input directory is empty: {p}")
-                out.extend(found)
+                n_before = len(files)
+                for f in sorted(fs.find(lp)):
+                    name = f.split("/")[-1]
+                    if _under(canonical_input(f), out_root):
+                        skipped.append((f, "inside the output directory"))
+                    elif name.startswith(".") or any(part.startswith(".") for part in
+                                                     f[len(lp.rstrip("/")) + 1:].split("/")[:-1]):
+                        skipped.append((f, "hidden file"))
+                    elif not has_input_extension(name):
+                        skipped.append((f, "not an input extension (" + ", ".join(INPUT_EXTENSIONS) + ")"))
+                    else:
+                        add(p, f)
+                if len(files) == n_before:
+                    raise InputError(f"input directory has no input files: {p}"
+                                     + (f" ({len(skipped)} other file(s) skipped)" if skipped else ""))
             else:
-                out.append(lp)
+                add(p, lp)
     if crawl:
-        out.extend(resolve_crawl(crawl, crawl_files, base_url, storage_options))
-    seen = set()
-    return [p for p in out if not (p in seen or seen.add(p))]
+        for u in resolve_crawl(crawl, crawl_files, base_url, storage_options):
+            add(crawl, u)
+    if skipped:
+        log.info("%d file(s) skipped while expanding inputs (see datapipe run --dry-run)", len(skipped))
+    return InputSet(files, skipped, dups)
 
 
 class RetryingReader(io.RawIOBase):

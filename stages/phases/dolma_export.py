@@ -89,3 +89,33 @@ def export_dolma(run_dir: str, source_name: str = "datapipe", storage_options: d
         if PurePosixPath(p).name not in keep:  # from a shard dedup or a rerun removed
             fs.rm(p)
     return {"files": len(names), "documents": sum(counts), "output": join(run_dir, EXPORT_DIR)}
+
+
+# ------------------------------------------------------------------ the registered phase
+
+from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+
+
+@register_phase
+class DolmaExportPhase(Phase):
+    """``output_formats: [parquet, dolma_jsonl]``: also ``OUTPUT/dolma/<task>.jsonl.zst``."""
+
+    name = "dolma_jsonl"
+    sections = {}
+    reads = ("documents",)
+    writes = "dolma"
+
+    @classmethod
+    def enabled(cls, manifest) -> bool:
+        return "dolma_jsonl" in manifest.output_formats
+
+    def config(self) -> dict:
+        return {"source_name": self.manifest.name}
+
+    def outputs_present(self, ctx: PhaseContext) -> bool:
+        fs, root = fs_and_path(ctx.url(EXPORT_DIR), ctx.storage_options)
+        return fs.exists(root)
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        ctx.progress("export dolma_jsonl")
+        return PhaseResult(stats=export_dolma(ctx.output, self.manifest.name, ctx.storage_options, ctx.client))

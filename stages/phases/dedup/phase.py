@@ -1,4 +1,5 @@
-"""Phase 2: global dedup of a run's ``documents/`` on Dask (entry point :func:`run_dedup`).
+"""Global dedup of a run's phase-1 documents on Dask (entry point :func:`run_dedup`; the
+registered phase is :class:`DedupPhase`).
 
 Plan (all steps are Dask tasks over one shard or one shuffle partition; shuffles go through
 Parquet pieces under ``run_dir/_dedup_work``):
@@ -10,11 +11,13 @@ Parquet pieces under ``run_dir/_dedup_work``):
 3. near: (band, band hash, node) scattered by bucket; star candidate edges per bucket;
    optional check of the estimated Jaccard (two shuffles joining each edge end's signature);
    connected components by star rounds; one representative per component.
-4. apply: every shard rewritten without the rejected docs (temp name then rename) and the
-   rejected ones written to ``rejected/dedup-<shard>``; ``_phases/dedup.json`` marks completion.
+4. apply: every source shard ``_filtered/<task>.parquet`` (phase 1's kept rows, never modified)
+   is written to ``documents/<task>.parquet`` without the rejected docs, and the rejected ones to
+   ``rejected/dedup-<task>.parquet`` (temp name then rename).
 
-The plan is finished (``_dedup_work/plan.json``) before any shard is touched, and each shard's
-apply is idempotent (decisions are by ``id``), so a crash anywhere can be resumed by re-running.
+The plan is finished (``_dedup_work/plan.json``, keyed by the phase's lineage fingerprint)
+before any output is written, and each shard's apply only reads immutable sources, so a crash
+anywhere is resumed by rerunning; a changed upstream or config recomputes from the sources.
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ from datapipe.stages.phases.dedup.components import connected_components
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.steps import DROPS, EXACT, LINES, NEAR, Ctx, Shard
 from datapipe.stages.phases.dedup.shuffle_store import Store
+
+SOURCE = "_filtered"  # phase-1 kept rows (datapipe.task.KINDS)
 
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"
@@ -101,7 +106,8 @@ def _plan(client, ctx: Ctx, progress=None) -> dict:
 
 
 def _apply(ctx: Ctx, shard: Shard, names: list[str]) -> dict:
-    """Rewrite one own shard; returns {step name: StageCounts dict}. Idempotent (see module doc)."""
+    """Write one own shard's ``documents/`` and ``rejected/dedup-`` files; return {step: StageCounts dict}.
+    Reads only the immutable source, so running it twice writes the same bytes."""
     store, done = shard.store, f"applied/s{shard.index}.json"
     if ctx.work.exists(done):
         return ctx.work.read_json(done)
@@ -112,25 +118,22 @@ def _apply(ctx: Ctx, shard: Shard, names: list[str]) -> dict:
     table = store.read(shard.rel)
     drop_ids = drops.column("id")
     in_doc = pc.is_in(table.column("id"), value_set=drop_ids)
-    if store.exists(rej_rel) and not pc.any(in_doc).as_py() and drops.num_rows:
-        # Crashed after the rename: the shard is already final; counts come from the files.
-        rejected, kept = store.read(rej_rel), table
-    else:
-        if ed is not None:
-            table = _apply_edits(table, ed)
-        reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
-                                                     drops.column("duplicate_of").to_pylist())))
-        mask = in_doc.to_numpy(zero_copy_only=False)
-        rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
-        rid = rejected.column("id").to_pylist()
-        for col, vals in (("reject_reason", [reasons[i][0] for i in rid]), ("reject_stage", [REJECT_STAGE] * len(rid)),
-                          ("duplicate_of", [reasons[i][1] for i in rid])):
-            j = rejected.schema.get_field_index(col)
-            rejected = rejected.set_column(j, rejected.schema.field(j), pa.array(vals, rejected.schema.field(j).type))
-        if rejected.num_rows:
-            store.write(rej_rel, rejected)
-        if rejected.num_rows or ed is not None:
-            store.write(shard.rel, kept)
+    if ed is not None:
+        table = _apply_edits(table, ed)
+    reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
+                                                 drops.column("duplicate_of").to_pylist())))
+    mask = in_doc.to_numpy(zero_copy_only=False)
+    rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
+    rid = rejected.column("id").to_pylist()
+    for col, vals in (("reject_reason", [reasons[i][0] for i in rid]), ("reject_stage", [REJECT_STAGE] * len(rid)),
+                      ("duplicate_of", [reasons[i][1] for i in rid])):
+        j = rejected.schema.get_field_index(col)
+        rejected = rejected.set_column(j, rejected.schema.field(j), pa.array(vals, rejected.schema.field(j).type))
+    if rejected.num_rows:
+        store.write(rej_rel, rejected)
+    elif store.exists(rej_rel):
+        store.rm(rej_rel)
+    store.write(f"documents/{shard.name}", kept)
     counts = _counts(kept, rejected, names)
     counts[names[0]]["seconds"] = round(time.perf_counter() - t0, 6)
     ctx.work.write_json(done, counts)
@@ -172,8 +175,12 @@ def _counts(kept: pa.Table, rejected: pa.Table, names: list[str]) -> dict:
     return out
 
 
-def _shards(store: Store, config: DedupConfig, storage_options) -> list[Shard]:
-    own = [Shard(i, store, rel, True) for i, rel in enumerate(store.glob("documents/*.parquet"))]
+def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[str] | None) -> list[Shard]:
+    if task_ids is None:
+        rels = store.glob(f"{SOURCE}/*.parquet")
+    else:
+        rels = [r for r in (f"{SOURCE}/{t}.parquet" for t in task_ids) if store.exists(r)]
+    own = [Shard(i, store, rel, True) for i, rel in enumerate(rels)]
     refs = []
     for d in config.reference_dirs:
         rs = Store(d, storage_options)
@@ -182,33 +189,29 @@ def _shards(store: Store, config: DedupConfig, storage_options) -> list[Shard]:
 
 
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
-              storage_options: dict | None = None, progress=None) -> dict[str, StageCounts]:
-    """Deduplicate ``run_dir/documents/*.parquet`` in place across the whole run.
+              storage_options: dict | None = None, progress=None, task_ids: list[str] | None = None,
+              lineage: str = "") -> dict[str, StageCounts]:
+    """Deduplicate a run's phase-1 documents across the whole run.
 
-    ``client``: a ``distributed.Client``; every step is a task over one shard or one shuffle
-    partition. Input shards must carry ``id``, ``warc_date``, ``text``, ``content_hash`` and
-    ``minhash`` (stage ``dedup_signatures`` with the same num_perm/seed/ngram/hash as
-    ``config.minhash``). Rejected documents go to ``run_dir/rejected/dedup-<shard name>`` with
-    the document schema, ``reject_reason`` in {``dedup:exact``, ``dedup:lines``, ``dedup:near``},
-    ``reject_stage = "dedup"`` and ``duplicate_of`` (kept id; null for ``dedup:lines``).
+    Reads ``run_dir/_filtered/<task>.parquet`` for ``task_ids`` (all of them when None), never
+    modifying them, and writes ``run_dir/documents/<task>.parquet`` (kept rows; line edits applied)
+    and ``run_dir/rejected/dedup-<task>.parquet`` (document schema, ``reject_reason`` in
+    {``dedup:exact``, ``dedup:lines``, ``dedup:near``}, ``reject_stage = "dedup"``, ``duplicate_of``:
+    kept id, null for ``dedup:lines``). ``client``: a ``distributed.Client``; every step is a task
+    over one shard or one shuffle partition. Sources carry ``id``, ``warc_date``, ``text``,
+    ``content_hash`` and ``minhash`` (stage ``dedup_signatures`` with ``config.minhash``'s settings).
 
     Returns ``{"dedup_exact"|"dedup_lines"|"dedup_near": StageCounts}`` for the enabled steps, in
-    order, chained (``in`` of each = ``kept`` of the previous). If ``run_dir/_phases/dedup.json``
-    exists with this config's fingerprint, returns its counts without work; with another
-    fingerprint raises RuntimeError (the documents were already deduplicated differently).
-    Raises ValueError when signatures do not match ``config.minhash.num_perm``.
+    order, chained (``in`` of each = ``kept`` of the previous), and writes ``_phases/dedup.json``
+    (``MARKER``: fingerprint, config, stats, counts). An unfinished plan in ``_dedup_work`` with the
+    same fingerprint (config + ``lineage``, the fingerprint of the sources) is resumed; any other is
+    discarded. Raises ValueError when signatures do not match ``config.minhash.num_perm``.
     ``progress(step)``, if given, is called with a step's name as it starts (for the CLI).
     """
     config = config or DedupConfig()
     store = Store(run_dir, storage_options)
-    fp, names = fingerprint(config), step_names(config)
-    if store.exists(MARKER):
-        m = store.read_json(MARKER)
-        if m["fingerprint"] != fp:
-            raise RuntimeError(f"{run_dir} was deduplicated with another config ({m['fingerprint'][:12]}); "
-                               "re-run phase 1 or use the same dedup config")
-        return {k: StageCounts.from_dict(v) for k, v in m["counts"].items()}
-    shards = _shards(store, config, storage_options)
+    fp, names = hashlib.sha256((fingerprint(config) + lineage).encode()).hexdigest(), step_names(config)
+    shards = _shards(store, config, storage_options, task_ids)
     own = [s for s in shards if s.own]
     work = Store(store.path(WORK), storage_options)
     bands, rows = config.minhash.band_rows()
@@ -223,13 +226,16 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
         work.write_json("plan.json", {"fingerprint": fp, "stats": stats,
                                       "shards": [s.rel for s in own]})
     totals = {n: StageCounts() for n in names}
+    if progress:
+        progress("write documents")
     if names:
-        if progress:
-            progress("rewrite shards")
         for per in _map(client, _apply, ctx, own, names):
             for n in names:
                 totals[n].add(StageCounts.from_dict(per[n]))
         totals[names[0]].seconds = time.perf_counter() - t0
+    else:  # every step off: the sources are the documents
+        for s in own:
+            store.write(f"documents/{s.name}", store.read(s.rel))
     store.write_json(MARKER, {"fingerprint": fp, "config": config.model_dump(mode="json"), "stats": stats,
                               "counts": {k: v.to_dict() for k, v in totals.items()}})
     if not config.keep_work:
@@ -243,3 +249,48 @@ def load_stats(run_dir: str, storage_options: dict | None = None) -> dict:
 
 
 __all__ = ["run_dedup", "load_stats", "fingerprint", "step_names", "DedupConfig", "MARKER"]
+
+
+# ------------------------------------------------------------------ the registered phase
+
+from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+
+
+@register_phase
+class DedupPhase(Phase):
+    """Exact, line-level and MinHash LSH near-dedup over the whole run (section ``dedup:``).
+    Reads phase 1's kept rows, writes ``documents/`` and ``rejected/dedup-*``."""
+
+    name = "dedup"
+    version = ALGO_VERSION
+    sections = {"dedup": DedupConfig}
+    reads = ("tasks",)
+    writes = "documents"
+
+    @classmethod
+    def required_stages(cls, manifest) -> list[dict]:
+        from datapipe.stages.dedup_signatures import stage_config
+
+        return [{"dedup_signatures": stage_config(manifest.section("dedup")).model_dump()}]
+
+    def check(self) -> None:
+        cfg = self.manifest.section("dedup")
+        if hasattr(cfg, "check"):
+            cfg.check()
+
+    def outputs_present(self, ctx: PhaseContext) -> bool:
+        return _documents_present(ctx)
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        cfg = self.manifest.section("dedup")
+        counts = run_dedup(ctx.client, ctx.output, cfg, ctx.storage_options, progress=ctx.progress,
+                           task_ids=ctx.task_ids, lineage=ctx.lineage.get("tasks", ""))
+        stats = load_stats(ctx.output, ctx.storage_options)
+        return PhaseResult(stats={**{k: v.to_dict() for k, v in counts.items()}, "stats": stats}, ledger=counts)
+
+
+def _documents_present(ctx: PhaseContext) -> bool:
+    """Every task with phase-1 kept rows has its ``documents/`` shard."""
+    store = Store(ctx.output, ctx.storage_options)
+    return all(store.exists(f"documents/{t}.parquet") for t in ctx.task_ids
+               if store.exists(f"{SOURCE}/{t}.parquet"))

@@ -65,7 +65,8 @@ class Store:
         final = self.path(rel)
         self.fs.makedirs(posixpath.dirname(final), exist_ok=True)
         tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-        pq.write_table(table, tmp, filesystem=self.fs)
+        # One chunk, fixed codec: the bytes depend only on the rows (reruns write identical files).
+        pq.write_table(table.combine_chunks(), tmp, filesystem=self.fs, compression="zstd")
         self.fs.mv(tmp, final)
 
     def read_json(self, rel: str):

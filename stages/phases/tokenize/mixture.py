@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import pyarrow as pa
 import xxhash
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from datapipe.ranges import NonNegFloat
 
 _TWO64 = float(2**64)
 
@@ -51,7 +53,13 @@ class DomainRule(BaseModel):
 
 
 class MixConfig(BaseModel):
-    """Manifest section ``mix:``. Unknown keys are an error."""
+    """Manifest section ``mix:``. Unknown keys are an error.
+
+    Ranges (ValueError at load): ``weights`` >= 0 each and summing > 0 (relative shares, any
+    scale); ``total_tokens`` >= 1 or ``all``; ``max_epochs`` > 0 (repetitions; one number or each
+    value of the per-domain map); ``seed`` [0, 2**48 - 1] (shifted left 16 bits into a 64-bit
+    xxh3 seed, see ``doc_uniform``).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -61,7 +69,7 @@ class MixConfig(BaseModel):
     default_domain: str = "web"
     #: Target share of *tokens* per domain (normalised to sum 1). Empty: natural mixture, every
     #: document once. Domains present in the data but absent here get rate 0.
-    weights: dict[str, float] = {}
+    weights: dict[str, NonNegFloat] = {}
     #: Total tokens in the mix, or ``all``: the largest budget that meets the targets using no
     #: domain more than once (the domain scarcest relative to its target is taken whole).
     total_tokens: int | Literal["all"] = "all"
@@ -71,15 +79,30 @@ class MixConfig(BaseModel):
     #: weights so the budget is met (True), or leave the budget short (False).
     fill_budget: bool = True
     #: Seed of the sampling hash and of the shard shuffle.
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**48 - 1)
 
     @field_validator("weights")
     @classmethod
     def _weights_ok(cls, v):
-        if any(w < 0 for w in v.values()):
-            raise ValueError("mix.weights must be >= 0")
         if v and sum(v.values()) <= 0:
             raise ValueError("mix.weights must not all be 0")
+        return v
+
+    @field_validator("total_tokens")
+    @classmethod
+    def _budget_ok(cls, v):
+        if v != "all" and v < 1:
+            raise ValueError(f"mix.total_tokens must be >= 1 (tokens) or 'all', not {v}")
+        return v
+
+    @field_validator("max_epochs")
+    @classmethod
+    def _epochs_ok(cls, v):
+        for key, cap in (v.items() if isinstance(v, dict) else [(None, v)]):
+            # NaN fails too: no comparison with it is true
+            if not cap > 0:
+                where = f"mix.max_epochs[{key!r}]" if key is not None else "mix.max_epochs"
+                raise ValueError(f"{where} must be > 0 (repetitions of a domain), not {cap}")
         return v
 
     def epochs_cap(self, domain: str) -> float:

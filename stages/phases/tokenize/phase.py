@@ -242,3 +242,47 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     if not tokenize.keep_intermediate:
         fs.rm(f"{root}/_tokenize", recursive=True)
     return result
+
+
+# ------------------------------------------------------------------ the registered phase
+
+from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+
+
+@register_phase
+class TokenizePhase(Phase):
+    """Domain mixing to target weights and token shards (sections ``mix:`` and ``tokenize:``;
+    on when ``tokenize:`` is present). Reads ``documents/``, writes ``OUTPUT/<tokenize.output>/``."""
+
+    name = "tokenize"
+    sections = {"mix": MixConfig, "tokenize": TokenizeConfig}
+    reads = ("documents",)
+    writes = "tokens"
+
+    @classmethod
+    def enabled(cls, manifest) -> bool:
+        return manifest.section("tokenize") is not None
+
+    def _configs(self):
+        return self.manifest.section("mix") or MixConfig(), self.manifest.section("tokenize")
+
+    def config(self) -> dict:
+        mix, tok = self._configs()
+        # speed-only knobs do not change the shards; the tokenizer's own bytes do
+        return {"mix": mix.model_dump(mode="json"),
+                "tokenize": tok.model_dump(mode="json", exclude={"batch_size", "num_threads", "keep_intermediate"}),
+                "tokenizer_sha256": load_tokenizer(tok).sha256}
+
+    def check(self) -> None:
+        for cfg in self._configs():
+            if hasattr(cfg, "check"):
+                cfg.check()
+
+    def outputs_present(self, ctx: PhaseContext) -> bool:
+        fs, root = fsspec.core.url_to_fs(ctx.url(self._configs()[1].output, "index.json"), **ctx.storage_options)
+        return fs.exists(root)
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        mix, tok = self._configs()
+        return PhaseResult(stats=run_mix_tokenize(ctx.client, ctx.output, mix, tok, ctx.storage_options,
+                                                  progress=ctx.progress))

@@ -15,6 +15,15 @@ Documents are encoded in batches as *ordinary* text: a special-token string insi
 EOS is appended to every document and BOS prepended when configured; both ids are looked up at
 load time, so a missing token fails before any work (``TokenizerError``).
 
+A ``tokenizer.json`` may carry its own specials in its post-processor (a ``TemplateProcessing``
+``"<s> $A"`` adds BOS, BERT/RoBERTa processors add CLS/SEP). With ``post_processor: use`` (the
+default) they are honoured: a token it puts before the text is the BOS (``tokenize.bos`` unset or
+equal), one it puts after must be ``tokenize.eos``; any other combination is refused at load with
+a message naming the tokens and the settings. ``post_processor: ignore`` adds only
+``tokenize.bos``/``tokenize.eos``. Either way ``index.json`` records what the post-processor would
+add, whether it was used, and the BOS/EOS actually added (strings and ids). Truncation and padding
+stored in a ``tokenizer.json`` are switched off: documents are never cut or padded.
+
 Token shard rows (``TOKEN_FIELDS``): ``doc_id`` string, ``domain`` string, ``copy`` int32 (0 for
 the first repetition of a document), ``num_tokens`` int32 (incl. BOS/EOS), ``input_ids``
 list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.phases.tokenize.phase.run_mix_tokenize``.
@@ -43,7 +52,11 @@ class TokenizerError(ValueError):
 
 
 class TokenizeConfig(BaseModel):
-    """Manifest section ``tokenize:``. Unknown keys are an error."""
+    """Manifest section ``tokenize:``. Unknown keys are an error.
+
+    Ranges (ValueError at load): ``batch_size`` (documents), ``num_threads``, ``shard_tokens`` and
+    ``row_group_tokens`` (tokens) >= 1; ``compression_level`` [1, 22] (zstd's levels).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -55,8 +68,12 @@ class TokenizeConfig(BaseModel):
     merges: str | None = None
     #: End-of-document token appended after every document; must exist in the tokenizer.
     eos: str = "<|endoftext|>"
-    #: Beginning-of-document token prepended to every document (None = none); must exist if set.
+    #: Beginning-of-document token prepended to every document (None = none, unless the
+    #: tokenizer.json's post-processor adds one and ``post_processor`` is ``use``); must exist if set.
     bos: str | None = None
+    #: A tokenizer.json's own post-processor specials: ``use`` (honour them; conflicts with
+    #: ``bos``/``eos`` are refused) or ``ignore`` (add only ``bos``/``eos``). See the module docstring.
+    post_processor: Literal["use", "ignore"] = "use"
     #: ``auto``: uint16 when the vocabulary (specials included) has <= 65,536 ids, else uint32.
     dtype: Literal["auto", "uint16", "uint32"] = "auto"
     #: Documents per encode call.
@@ -101,6 +118,11 @@ class TextTokenizer:
     bos: str | None
     dtype: np.dtype
     num_threads: int = 1
+    #: What a tokenizer.json's post-processor adds (``before``/``after`` token strings) and whether it
+    #: was ``used``; None for tokenizers without one.
+    post_processor: dict | None = None
+    #: Where the BOS comes from: ``tokenize.bos``, ``post_processor`` or None (no BOS).
+    bos_source: str | None = None
     _impl: object = field(default=None, repr=False)
 
     def encode_ordinary(self, texts: list[str]) -> list[list[int]]:
@@ -134,6 +156,7 @@ class TextTokenizer:
         """JSON-able description written to ``index.json``."""
         return {"name": self.name, "kind": self.kind, "sha256": self.sha256, "vocab_size": self.vocab_size,
                 "eos": self.eos, "eos_id": self.eos_id, "bos": self.bos, "bos_id": self.bos_id,
+                "bos_source": self.bos_source, "post_processor": self.post_processor,
                 "dtype": np.dtype(self.dtype).name}
 
 
@@ -216,13 +239,71 @@ def resolve_files(cfg: TokenizeConfig) -> tuple[str, list[Path]]:
     return kind, files
 
 
+def _post_processor_specials(impl) -> tuple[list[int], list[int]]:
+    """Ids a HF tokenizer's post-processor puts before and after a text (found by encoding a probe
+    with and without special tokens, so every processor type is covered). Raises TokenizerError
+    when the processor changes the text's own ids."""
+    if impl.post_processor is None:
+        return [], []
+    specials = {t.content for t in impl.get_added_tokens_decoder().values() if t.special}
+    probes = ["a"] + [impl.decode([i]) for i in range(min(impl.get_vocab_size(), 64))
+                      if impl.id_to_token(i) not in specials]
+    for probe in probes:
+        try:
+            plain = impl.encode(probe, add_special_tokens=False).ids
+            full = impl.encode(probe, add_special_tokens=True).ids
+        except Exception:  # noqa: BLE001 - e.g. a WordLevel model without an unknown token
+            continue
+        if not plain:
+            continue
+        for i in range(len(full) - len(plain) + 1):
+            if full[i:i + len(plain)] == plain:
+                return full[:i], full[i + len(plain):]
+        raise TokenizerError("the tokenizer.json post-processor changes the text's own ids, which token shards "
+                             "cannot honour; set tokenize.post_processor: ignore")
+    raise TokenizerError("cannot tell what the tokenizer.json post-processor adds (no probe text encodes); "
+                         "set tokenize.post_processor: ignore")
+
+
+def _honour_post_processor(cfg: TokenizeConfig, impl) -> tuple[str | None, dict | None]:
+    """(BOS string to use, ``post_processor`` report) for a HF tokenizer; raises TokenizerError on a
+    conflict between the post-processor's specials and ``tokenize.bos``/``tokenize.eos``."""
+    before_ids, after_ids = _post_processor_specials(impl)
+    before, after = list(map(impl.id_to_token, before_ids)), list(map(impl.id_to_token, after_ids))
+    if not before and not after:
+        return cfg.bos, None
+    report = {"before": before, "before_ids": before_ids, "after": after, "after_ids": after_ids,
+              "used": cfg.post_processor == "use"}
+    if cfg.post_processor == "ignore":
+        return cfg.bos, report
+
+    def named(toks, ids):
+        return ", ".join(f"{t!r} (id {i})" for t, i in zip(toks, ids))
+    adds = " and ".join(p for p in (f"{named(before, before_ids)} before" if before else "",
+                                    f"{named(after, after_ids)} after" if after else "") if p)
+    how = ("; or set tokenize.post_processor: ignore to add only tokenize.bos/tokenize.eos (the "
+           "post-processor's tokens are then left out)")
+    if len(before) > 1 or len(after) > 1:
+        raise TokenizerError(f"tokenizer {cfg.tokenizer!r}: its post-processor adds {adds} each text; token shards "
+                             f"hold one BOS and one EOS per document{how}")
+    if before and cfg.bos is not None and cfg.bos != before[0]:
+        raise TokenizerError(f"tokenizer {cfg.tokenizer!r}: its post-processor adds {adds} each text, but "
+                             f"tokenize.bos is {cfg.bos!r}: set tokenize.bos to {before[0]!r} or leave it unset{how}")
+    if after and cfg.eos != after[0]:
+        raise TokenizerError(f"tokenizer {cfg.tokenizer!r}: its post-processor adds {adds} each text, but "
+                             f"tokenize.eos is {cfg.eos!r}: set tokenize.eos to {after[0]!r}{how}")
+    return (before[0] if before else cfg.bos), report
+
+
 def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
     """Load the configured tokenizer and check EOS/BOS exist (fail fast, before any work).
 
-    Raises TokenizerError: unknown name, missing file, EOS/BOS not in the vocabulary, dtype too small.
+    Raises TokenizerError: unknown name, missing file, EOS/BOS not in the vocabulary, dtype too small,
+    a tokenizer.json post-processor whose specials conflict with ``bos``/``eos`` (module docstring).
     """
     kind, files = resolve_files(cfg)
     sha = _files_sha256(files)
+    bos, post, bos_source = cfg.bos, None, ("tokenize.bos" if cfg.bos is not None else None)
     if kind == "tiktoken":
         impl = _tiktoken(files[0])
         vocab_size = impl.n_vocab
@@ -245,6 +326,11 @@ def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
             from tokenizers import Tokenizer
 
             impl = Tokenizer.from_file(str(files[0]))
+            impl.no_truncation()  # a stored max_length would cut documents silently
+            impl.no_padding()
+            bos, post = _honour_post_processor(cfg, impl)
+            if post is not None and post["used"] and post["before"]:
+                bos_source = "post_processor" if cfg.bos is None else "tokenize.bos"
         # Special-token strings inside documents are ordinary text, like tiktoken's encode_ordinary.
         impl.encode_special_tokens = True
         vocab_size = impl.get_vocab_size(with_added_tokens=True)
@@ -255,15 +341,15 @@ def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
         raise TokenizerError(f"EOS token {cfg.eos!r} is not in tokenizer {cfg.tokenizer!r}; "
                              "set tokenize.eos to one of its special tokens")
     bos_id = None
-    if cfg.bos is not None:
-        bos_id = lookup(cfg.bos)
+    if bos is not None:
+        bos_id = lookup(bos)
         if bos_id is None:
-            raise TokenizerError(f"BOS token {cfg.bos!r} is not in tokenizer {cfg.tokenizer!r}; "
+            raise TokenizerError(f"BOS token {bos!r} is not in tokenizer {cfg.tokenizer!r}; "
                                  "set tokenize.bos to one of its tokens or leave it unset")
     vocab_size = max(vocab_size, eos_id + 1, (bos_id or 0) + 1)
     return TextTokenizer(name=cfg.tokenizer, kind=kind, sha256=sha, vocab_size=vocab_size, eos_id=eos_id,
-                         bos_id=bos_id, eos=cfg.eos, bos=cfg.bos, dtype=token_dtype(vocab_size, cfg.dtype),
-                         num_threads=cfg.num_threads, _impl=impl)
+                         bos_id=bos_id, eos=cfg.eos, bos=bos, dtype=token_dtype(vocab_size, cfg.dtype),
+                         num_threads=cfg.num_threads, post_processor=post, bos_source=bos_source, _impl=impl)
 
 
 def token_schema(dtype) -> pa.Schema:

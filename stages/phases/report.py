@@ -1,0 +1,40 @@
+"""Phase ``report``: ``OUTPUT/report.html``, the run explained (funnel, signal histograms with
+thresholds, dedup clusters, tokens per domain; see datapipe.report). Section ``report:``
+(``enabled: false`` skips it, e.g. in tests). Reads every output, so any change redraws it; a
+failure to draw is a warning, never a failed run."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
+
+
+class ReportConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+
+
+@register_phase
+class ReportPhase(Phase):
+    name = "report"
+    sections = {"report": ReportConfig}
+    reads = ("*",)
+    writes = "report"
+    optional = True  # a failure is logged, the run goes on
+
+    @classmethod
+    def enabled(cls, manifest) -> bool:
+        cfg = manifest.section("report")
+        return cfg is None or cfg.enabled
+
+    def outputs_present(self, ctx: PhaseContext) -> bool:
+        from datapipe.io.parquet import fs_and_path
+
+        fs, p = fs_and_path(ctx.url("report.html"), ctx.storage_options)
+        return fs.exists(p)
+
+    def run(self, ctx: PhaseContext) -> PhaseResult:
+        from datapipe.report import write_report
+
+        ctx.progress("draw the report")
+        return PhaseResult(stats={"path": write_report(ctx.output, storage_options=ctx.storage_options)})
