@@ -1,4 +1,5 @@
-"""The token-shard loader: exactly-once across ranks x workers, resume, reshuffle, dtype, fsspec URLs."""
+"""The token-shard loader on real phase-3 shards: exactly-once across ranks x workers, resume, reshuffle,
+dtype, fsspec URLs. DataLoader worker processes: test_loader_resume.py; exports: test_loader_export.py."""
 from __future__ import annotations
 
 import json
@@ -41,38 +42,44 @@ def _all_shard_tokens(index: str) -> np.ndarray:
 def test_every_token_exactly_once(index, world_size, workers):
     truth = _all_shard_tokens(index)
     assert len(truth) > 40_000
-    got, lengths = [], []
+    got, valid = [], []
     for rank in range(world_size):
         for w in range(workers):
             ds = TokenShardDataset(index, SEQ, rank=rank, world_size=world_size, seed=3, drop_last=False,
-                                   num_workers=workers, worker_id=w)
-            seqs = list(ds)
-            assert len(seqs) == ds.num_sequences(workers, w)
-            lengths += [len(s) for s in seqs]
-            got += seqs
+                                   document_info=True, num_workers=workers, worker_id=w)
+            items = list(ds)
+            assert len(items) == ds.num_sequences(workers, w)
+            got += [it["tokens"][it["valid"]] for it in items]
+            valid += [int(it["valid"].sum()) for it in items]
+            assert all(len(it["tokens"]) == SEQ + 1 for it in items)  # the short tail is padded
     flat = np.concatenate(got)
     assert len(flat) == len(truth)
     assert Counter(flat.tolist()) == Counter(truth.tolist())
-    assert lengths.count(SEQ + 1) == len(lengths) - 1 and lengths[-1] == len(truth) % (SEQ + 1)
+    assert valid.count(SEQ + 1) == len(valid) - 1 and valid[-1] == len(truth) % (SEQ + 1)
 
 
 def test_drop_last_balances_ranks(index):
     total = len(_all_shard_tokens(index))
     counts = [len(list(TokenShardDataset(index, SEQ, rank=r, world_size=4))) for r in range(4)]
-    assert sum(counts) == total // (SEQ + 1) and max(counts) - min(counts) <= 1
+    assert counts == [total // (SEQ + 1) // 4] * 4  # equal: no rank waits for another at the epoch's end
 
 
 def test_stream_is_the_permuted_row_groups(index):
-    # Independent reading of the same order: row groups permuted by default_rng([seed, epoch]).
+    # Independent reading of the same order: row groups permuted by default_rng([seed, epoch]), the
+    # documents of unit u by default_rng([seed, epoch, u]).
     idx = json.loads(Path(index).read_text())
     base = Path(index).parent
     units = [(s["path"], g) for s in idx["shards"] for g in range(len(s["row_group_tokens"]))]
-    order = np.random.default_rng([5, 0]).permutation(len(units))
-    stream = np.concatenate([pq.ParquetFile(base / units[u][0]).read_row_group(units[u][1]).column("input_ids")
-                             .combine_chunks().flatten().to_numpy() for u in order])
+    parts = []
+    for u in np.random.default_rng([5, 0]).permutation(len(units)):
+        docs = pq.ParquetFile(base / units[u][0]).read_row_group(units[u][1]).column("input_ids").to_pylist()
+        parts += [docs[i] for i in np.random.default_rng([5, 0, u]).permutation(len(docs))]
+    stream = np.concatenate(parts)
     seqs = list(TokenShardDataset(index, SEQ, seed=5))
     n = len(stream) // (SEQ + 1)
     assert np.array_equal(np.concatenate(seqs), stream[:n * (SEQ + 1)])
+    written = list(TokenShardDataset(index, SEQ, shuffle=False))
+    assert np.array_equal(np.concatenate(written), _all_shard_tokens(index)[:n * (SEQ + 1)])
 
 
 def test_resume_mid_epoch_gives_the_same_remainder(index):
@@ -90,26 +97,24 @@ def test_resume_mid_epoch_gives_the_same_remainder(index):
         TokenShardDataset(index, SEQ + 1).load_state_dict(state)
 
 
-def test_dataloader_state_round_robin(index):
-    # Emulate DataLoader(num_workers=2, batch_size=4): batches alternate worker 0, 1, 0, ...
-    def stream(state=None):
-        per_worker = []
-        for w in range(2):
-            ds = TokenShardDataset(index, SEQ, num_workers=2, worker_id=w)
-            if state:
-                ds.load_state_dict(state)
-            s = list(ds)
-            per_worker.append([s[i:i + 4] for i in range(0, len(s), 4)])
-        out = []
-        for k in range(max(map(len, per_worker))):
-            out += [b for w in range(2) if k < len(per_worker[w]) for b in [per_worker[w][k]]]
-        return out
+def test_in_process_dataloader_resumes_from_dataset_state(index):
+    # DataLoader(num_workers=0) reads in this process: ds.state_dict() is exact at batch boundaries.
+    from torch.utils.data import DataLoader
 
-    full = stream()
-    state = TokenShardDataset(index, SEQ).dataloader_state(batches_seen=7, batch_size=4, num_workers=2)
-    rest = stream(state)
-    assert len(rest) == len(full) - 7
-    assert all(np.array_equal(np.stack(a), np.stack(b)) for a, b in zip(rest, full[7:]))
+    def loader(ds):
+        return DataLoader(ds, batch_size=4, num_workers=0)
+
+    full = list(loader(TokenShardDataset(index, SEQ, seed=1, output="torch")))
+    ds = TokenShardDataset(index, SEQ, seed=1, output="torch")
+    it = iter(loader(ds))
+    head = [next(it) for _ in range(9)]
+    state = json.loads(json.dumps(ds.state_dict()))
+    fresh = TokenShardDataset(index, SEQ, seed=1, output="torch")
+    fresh.load_state_dict(state)
+    rest = list(loader(fresh))
+    assert len(head) + len(rest) == len(full)
+    assert all(a.equal(b) for a, b in zip(head + rest, full))
+    assert fresh.epoch == 1 and len(list(loader(fresh))) == len(full)  # the next epoch is whole
 
 
 def test_epochs_reshuffle_and_dtype(index):
