@@ -81,7 +81,7 @@ def build_docs(out: Path) -> dict:
         if it.status != "document" or not it.row.get("payload"):
             continue
         try:
-            text, _, _ = extract_one(it.row["payload"], it.row.get("charset"))
+            text = extract_one(it.row["payload"], it.row.get("charset"))[0]
         except Exception:  # noqa: BLE001 - a page resiliparse cannot parse is simply not a document here
             continue
         if text and text.strip():

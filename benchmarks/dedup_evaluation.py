@@ -44,7 +44,7 @@ def real_texts(path: str) -> list[str]:
     out = []
     for it in read_input(path):
         if it.status == "document":
-            text, _, _ = extract_one(it.row["payload"], it.row.get("charset"))
+            text = extract_one(it.row["payload"], it.row.get("charset"))[0]
             if text and text.strip():
                 out.append(text)
     return out

@@ -172,7 +172,9 @@ def _line_map(text: str) -> dict[tuple, int]:
 
 
 def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
-    path = tuple(loc)
+    path: tuple = ()
+    for p in loc:  # YAML keys are strings; an int-keyed mapping (gopher n-gram sizes) reports ints
+        path += (str(p) if isinstance(p, int) and path + (p,) not in lines else p,)
     while path and path not in lines:
         path = path[:-1]
     line = lines.get(path)

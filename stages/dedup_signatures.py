@@ -12,6 +12,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field
 
+from datapipe.ranges import Seed
 from datapipe.stage import Stage, StageConfig, register, with_column
 from datapipe.stages.lib.minhash import poly64_signatures, signatures
 from datapipe.stages.lib.normalize import nfkc, normalize_text
@@ -57,7 +58,7 @@ class DedupSignatures(Stage):
     class Config(StageConfig):
         num_perm: int = Field(128, ge=2, le=1024)
         ngram: int = Field(5, ge=1, le=64)
-        seed: int = 1
+        seed: Seed = 1
         shingle_hash: Literal["poly64", "xxh32"] = "poly64"
 
     def __call__(self, batch: pa.Table) -> pa.Table:

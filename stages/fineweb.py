@@ -33,20 +33,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datapipe.ranges import NonNegFloat, PosInt, Probability
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib import words as W
 
 
 class FineWebConfig(StageConfig):
-    """Thresholds of FineWeb's quality filter. None switches a rule off."""
+    """Thresholds of FineWeb's quality filter. None switches a rule off. The line and character
+    fractions are in [0, 1]; ``short_line_length`` >= 1 (characters); ``new_line_ratio`` >= 0
+    (line breaks per word, can exceed 1)."""
 
-    line_punct_thr: float | None = 0.12
+    line_punct_thr: Probability | None = 0.12
     #: Keep documents with *no* punctuated line (FineWeb: False, i.e. they are rejected).
     line_punct_exclude_zero: bool = False
-    short_line_thr: float | None = 0.67
-    short_line_length: int = 30
-    char_duplicates_ratio: float | None = 0.01
-    new_line_ratio: float | None = 0.3
+    short_line_thr: Probability | None = 0.67
+    short_line_length: PosInt = 30
+    char_duplicates_ratio: Probability | None = 0.01
+    new_line_ratio: NonNegFloat | None = 0.3
 
 
 FIELDS = [

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt, Probability, check_order
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib import words as W
 
@@ -29,14 +30,15 @@ _MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier of the rolling n-g
 # ----------------------------------------------------------------------------- repetition
 class RepetitionConfig(StageConfig):
     """Thresholds of Rae et al. 2021 Table A1; a document is rejected when a fraction is *above* its
-    threshold. None switches a rule off."""
+    threshold. None switches a rule off. Every threshold is a fraction (of lines, paragraphs or
+    characters) in [0, 1]."""
 
-    dup_line_frac: float | None = 0.30
-    dup_para_frac: float | None = 0.30
-    dup_line_char_frac: float | None = 0.20
-    dup_para_char_frac: float | None = 0.20
-    top_ngram_char_frac: dict[int, float | None] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
-    dup_ngram_char_frac: dict[int, float | None] = Field(
+    dup_line_frac: Probability | None = 0.30
+    dup_para_frac: Probability | None = 0.30
+    dup_line_char_frac: Probability | None = 0.20
+    dup_para_char_frac: Probability | None = 0.20
+    top_ngram_char_frac: dict[int, Probability | None] = Field(default_factory=lambda: {2: 0.20, 3: 0.18, 4: 0.16})
+    dup_ngram_char_frac: dict[int, Probability | None] = Field(
         default_factory=lambda: {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10})
 
     @field_validator("top_ngram_char_frac", "dup_ngram_char_frac")
@@ -220,20 +222,31 @@ class GopherRepetition(Stage):
 
 # ----------------------------------------------------------------------------- quality
 class QualityConfig(StageConfig):
-    """Rae et al. 2021 Table A1 thresholds. None switches a rule off."""
+    """Rae et al. 2021 Table A1 thresholds. None switches a rule off.
 
-    min_words: int | None = 50
-    max_words: int | None = 100_000
-    min_mean_word_length: float | None = 3.0
-    max_mean_word_length: float | None = 10.0
-    max_symbol_word_ratio: float | None = 0.1
-    max_bullet_lines_ratio: float | None = 0.9
-    max_ellipsis_lines_ratio: float | None = 0.3
-    min_alpha_words_ratio: float | None = 0.8
-    min_stop_words: int | None = 2
+    Ranges (ValueError at load): ``min_words`` >= 0 and ``max_words`` >= 1 (words), min <= max;
+    ``min_mean_word_length`` >= 0 and ``max_mean_word_length`` > 0 (characters), min <= max;
+    ``max_symbol_word_ratio`` >= 0 (symbols per word, can exceed 1); the line and word fractions
+    ``max_bullet_lines_ratio``, ``max_ellipsis_lines_ratio``, ``min_alpha_words_ratio`` in [0, 1];
+    ``min_stop_words`` >= 0.
+    """
+
+    min_words: NonNegInt | None = 50
+    max_words: PosInt | None = 100_000
+    min_mean_word_length: NonNegFloat | None = 3.0
+    max_mean_word_length: PosFloat | None = 10.0
+    max_symbol_word_ratio: NonNegFloat | None = 0.1
+    max_bullet_lines_ratio: Probability | None = 0.9
+    max_ellipsis_lines_ratio: Probability | None = 0.3
+    min_alpha_words_ratio: Probability | None = 0.8
+    min_stop_words: NonNegInt | None = 2
     #: Stop words per language; the rule is skipped for languages not listed (Gopher's list is English).
     stop_words: dict[str, list[str]] = Field(
         default_factory=lambda: {"en": ["the", "be", "to", "of", "and", "that", "have", "with"]})
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        return check_order(self, ("min_words", "max_words"), ("min_mean_word_length", "max_mean_word_length"))
 
 
 #: A line "starts with a bullet": common bullet glyphs and the Markdown markers ``-`` and ``*``.

@@ -38,6 +38,7 @@ import phonenumbers
 import pyarrow as pa
 from phonenumbers import Leniency, PhoneNumberMatcher
 
+from datapipe.ranges import NonNegFloat
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 
 EMAIL, PHONE, IP = "email", "phone", "ip"
@@ -221,8 +222,8 @@ class PIIMask(Stage):
         default_region: str = "US"
         #: Guess the phone region from the host's ccTLD.
         region_from_host: bool = True
-        #: Reject when masks per 100 whitespace words exceed this (None = mask only, never reject).
-        max_per_100_words: float | None = None
+        #: Reject when masks per 100 whitespace words exceed this (>= 0; None = mask only, never reject).
+        max_per_100_words: NonNegFloat | None = None
 
     fields: ClassVar[list[pa.Field]] = [
         pa.field("pii_email_count", pa.int32()),

@@ -25,6 +25,7 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
+from datapipe.ranges import PosInt, Probability
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 
 
@@ -38,11 +39,11 @@ class Profanity(Stage):
     fields: ClassVar[list[pa.Field]] = [pa.field("profanity_score", pa.float32())]
 
     class Config(StageConfig):
-        #: Reject above this probability; None = annotate only. 0.5 is the package's own ``predict``.
-        threshold: float | None = 0.5
+        #: Reject above this probability, in [0, 1]; None = annotate only. 0.5 is the package's own ``predict``.
+        threshold: Probability | None = 0.5
         languages: list[str] = ["en"]
-        #: Score a prefix of this many characters (the tail of a 1 MB page adds nothing but time).
-        max_chars: int = 100_000
+        #: Score a prefix of this many characters, >= 1 (the tail of a 1 MB page adds nothing but time).
+        max_chars: PosInt = 100_000
 
     def setup(self) -> None:
         try:

@@ -11,6 +11,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.ranges import Probability
 from datapipe.stage import StageConfig, register
 from datapipe.stages.safety import FastTextScoreStage
 
@@ -31,7 +32,7 @@ class QualityClassifier(FastTextScoreStage):
     class Config(StageConfig):
         model_path: str = "quality_wiki_cc.ftz"
         positive_label: str = "wiki"
-        #: Reject when the score is below this. 0.5 = the model's argmax (wiki vs cc); DCLM keeps
-        #: the top 10% by score instead, which a manifest can express with a higher threshold.
-        threshold: float | None = 0.5
+        #: Reject when the score is below this probability, in [0, 1]. 0.5 = the model's argmax (wiki
+        #: vs cc); DCLM keeps the top 10% by score instead, which a manifest can express with a higher threshold.
+        threshold: Probability | None = 0.5
         languages: list[str] = ["en"]

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from datapipe.env import shared_data
+from datapipe.ranges import NonNegInt, PosInt, Probability
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, texts_in_languages, with_column
 from datapipe.stages.lib import wordlists as wl
 
@@ -86,8 +87,8 @@ class URLBlocklist(Stage):
     class Config(StageConfig):
         ut1_path: str = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
         words_dir: str = "wordlists/datatrove_url_filter"
-        #: DataTrove's default: two soft-banned words ban a URL.
-        soft_word_threshold: int = 2
+        #: DataTrove's default: two soft-banned words ban a URL (>= 1).
+        soft_word_threshold: PosInt = 2
         use_ut1: bool = True
         use_words: bool = True
         allow_domains: list[str] = []
@@ -149,10 +150,10 @@ class LDNOOBW(Stage):
 
     class Config(StageConfig):
         words_dir: str = "wordlists/ldnoobw"
-        #: Reject when the count exceeds this (0 = C4's "any listed word"); None = never.
-        max_count: int | None = None
-        #: Reject when the fraction exceeds this; None = never (no published default).
-        max_fraction: float | None = None
+        #: Reject when the count exceeds this (>= 0; 0 = C4's "any listed word"); None = never.
+        max_count: NonNegInt | None = None
+        #: Reject when the fraction (in [0, 1]) exceeds this; None = never (no published default).
+        max_fraction: Probability | None = None
 
     fields: ClassVar[list[pa.Field]] = [
         pa.field("ldnoobw_count", pa.int32()),
@@ -247,8 +248,8 @@ class Toxicity(FastTextScoreStage):
     class Config(StageConfig):
         model_path: str = "toxicity_weak_en.ftz"
         positive_label: str = "toxic"
-        #: Reject above this probability; None = annotate only. Default 0.5 = the model's argmax.
-        threshold: float | None = 0.5
+        #: Reject above this probability, in [0, 1]; None = annotate only. Default 0.5 = the model's argmax.
+        threshold: Probability | None = 0.5
         languages: list[str] = ["en"]
 
 
@@ -269,5 +270,5 @@ class NSFW(FastTextScoreStage):
     class Config(StageConfig):
         model_path: str | None = None
         positive_label: str = "nsfw"
-        threshold: float | None = 0.5
+        threshold: Probability | None = 0.5  # in [0, 1], as toxicity's
         languages: list[str] = ["en"]

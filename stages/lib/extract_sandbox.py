@@ -95,7 +95,7 @@ class Sandbox:
             self.proc = None
 
     def run(self, items: list[tuple[bytes, str | None]], timeout_s: float) -> list[tuple]:
-        """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error)`` per item.
+        """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error, warnings)`` per item.
 
         The batch goes to the child in one message and results stream back one per document, each
         with its own deadline: one round trip per batch, not per page (on a full host the per-page
@@ -116,12 +116,12 @@ class Sandbox:
                     body = None if head is None else _read_exact(fd, _LEN.unpack(head)[0], deadline + 5)
                     if body is None:
                         self.close()
-                        out.append((None, None, "extract:timeout"))
+                        out.append((None, None, "extract:timeout", None))
                         break
                     out.append(pickle.loads(body))
             except (EOFError, BrokenPipeError, OSError):
                 self.close()
-                out.append((None, None, "extract:crash"))
+                out.append((None, None, "extract:crash", None))
         return out
 
 
@@ -146,7 +146,7 @@ def _serve() -> None:
             try:
                 result = extract_one(payload, charset, **options)
             except Exception as e:  # noqa: BLE001 - reported per document
-                result = (None, None, f"extract:exception:{type(e).__name__}")
+                result = (None, None, f"extract:exception:{type(e).__name__}", None)
             _write(outp, result)
 
 

@@ -1,0 +1,33 @@
+"""Numeric ranges shared by every config (stages, phases, the manifest), checked at load.
+
+Each alias is a pydantic ``Annotated`` type, so a value out of range fails where the manifest is
+read, with its ``file:line: field`` (datapipe.manifest). ``tests/test_config_ranges.py`` walks
+every registered config and fails on a numeric field without one of these (or its own bounds).
+
+* ``Probability``: scores, probabilities and fractions (a share of lines, words or characters), [0, 1].
+* ``NonNegInt`` / ``NonNegFloat``: counts, sizes and unbounded ratios, >= 0.
+* ``PosInt`` / ``PosFloat``: counts and limits where 0 has no meaning (batch sizes, time-outs), >= 1 / > 0.
+* ``Seed``: a random seed, [0, 2**32 - 1] (numpy ``RandomState``'s range, the strictest user).
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+NonNegFloat = Annotated[float, Field(ge=0.0)]
+PosInt = Annotated[int, Field(ge=1)]
+PosFloat = Annotated[float, Field(gt=0.0)]
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+
+
+def check_order(model, *pairs: tuple[str, str]):
+    """Raise ValueError unless ``model.lo <= model.hi`` for each ``(lo, hi)`` pair of field names
+    (a None side is "no bound" and passes). For ``model_validator(mode="after")``; returns ``model``."""
+    for lo, hi in pairs:
+        a, b = getattr(model, lo), getattr(model, hi)
+        if a is not None and b is not None and a > b:
+            raise ValueError(f"{lo} ({a:g}) must be <= {hi} ({b:g})")
+    return model
