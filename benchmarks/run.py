@@ -38,7 +38,9 @@ ROOT = HERE.parent
 PEER_PY = HERE / ".venv-datatrove" / "bin" / "python"
 HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "rules": "bench_rules.py",  # rules: pins itself to core 0; datatrove peer inside
-           "extraction": "bench_extraction.py"}  # quality + docs/s vs trafilatura; pins itself to one core
+           "extraction": "bench_extraction.py",  # quality + docs/s vs trafilatura; pins itself to one core
+           "retune": "bench_retune.py",  # late-stage threshold change vs the full run, main manifest
+           "pii": "bench_pii.py"}  # PII test-split P/R, new stage vs the previous one, live
 HELPER_TIMEOUT_S = 420
 HELPER_TIMEOUTS = {"extraction": 1200}  # trafilatura: 3 passes over 1,171 pages at ~20 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",

@@ -12,6 +12,7 @@ CLI_MODULES = [
     "datapipe.tokenizer_cli",
     "datapipe.inspect_cli",
     "datapipe.ablate.cli",
+    "datapipe.export_cli",
 ]
 
 

@@ -123,10 +123,12 @@ def register_phase(cls: type[Phase]) -> type[Phase]:
 
 def phases() -> list[type[Phase]]:
     """Every registered phase, in run order (imports the phase modules on first use)."""
-    from datapipe.stages.phases import load_all
+    from datapipe.stages.phases import PHASE_MODULES, load_all
 
     load_all()
-    return list(_PHASES.values())
+    # Run order is the order of PHASE_MODULES, not of import (a module imported early registers early).
+    rank = {m: i for i, m in enumerate(PHASE_MODULES)}
+    return sorted(_PHASES.values(), key=lambda c: rank.get(c.__module__, len(rank)))
 
 
 def section_classes() -> dict[str, type[BaseModel]]:

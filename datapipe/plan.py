@@ -71,9 +71,10 @@ def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
     so = mi.storage_options
     stages = manifest.effective_stages()
     ids = {p: input_identity(p, so) for p in inputs}
-    read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None)}.items()
-                    if v is not None}
-    return plan_specs(inputs, manifest.output, stages, "", mi.format, mi.preset, mi.fields, mi.split_bytes,
+    read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None),
+                                      "limit": mi.limit}.items() if v is not None}
+    split = 0 if mi.limit else mi.split_bytes  # "N records per file": a limited file is one task
+    return plan_specs(inputs, manifest.output, stages, "", mi.format, mi.preset, mi.fields, split,
                       manifest.batch_size, so, identities=ids, read_options=read_options)
 
 

@@ -1,7 +1,7 @@
 """The end-of-run invariant, checked from the files themselves (not from markers).
 
-After every run: rows in ``documents/`` equal the ledger's final kept; no id is in both
-``documents/`` and ``rejected/``, and no id repeats in ``documents/``; the rows phase 1 stored
+After every run: rows in ``documents/`` equal the ledger's final kept; no record (id, source, offset) is in both
+``documents/`` and ``rejected/``, and none repeats in ``documents/``; the rows phase 1 stored
 (``_filtered/``, ``rejected/<task>``, ``errors/<task>``) equal what its ledger says it read as
 documents or errors; dedup's outputs conserve its sources; and the token index's
 ``total_documents`` equals the rows in its shards. A violation raises ``InvariantError`` naming
@@ -23,11 +23,14 @@ def _rows(fs, paths: list[str]) -> int:
     return sum(pq.ParquetFile(fs.open(p, "rb")).metadata.num_rows for p in paths)
 
 
-def _ids(fs, paths: list[str]) -> list[str]:
-    out: list[str] = []
+def _ids(fs, paths: list[str]) -> list[tuple]:
+    """Record identities ``(id, source, warc_offset)``: ``id`` alone repeats when two inputs hold
+    the same WARC-Record-ID (copied files; field cases do this)."""
+    out: list[tuple] = []
     for p in paths:
         with fs.open(p, "rb") as fh:
-            out += pq.read_table(fh, columns=["id"]).column("id").to_pylist()
+            t = pq.read_table(fh, columns=["id", "source", "warc_offset"])
+        out += list(zip(*(t.column(c).to_pylist() for c in ("id", "source", "warc_offset"))))
     return out
 
 
@@ -50,11 +53,11 @@ def verify_run(output: str, storage_options: dict | None, ledger: Ledger, task_r
         raise InvariantError(f"documents/ holds {n_docs} rows but the ledger's final kept is {ledger.kept}")
     doc_ids = _ids(fs, docs)
     if len(set(doc_ids)) != len(doc_ids):
-        raise InvariantError(f"documents/ repeats {len(doc_ids) - len(set(doc_ids))} id(s)")
+        raise InvariantError(f"documents/ repeats {len(doc_ids) - len(set(doc_ids))} record(s)")
     rejected = present("rejected") + present("rejected", "dedup-")
     both = set(doc_ids) & set(_ids(fs, rejected))
     if both:
-        raise InvariantError(f"{len(both)} id(s) are both kept and rejected, e.g. {sorted(both)[0]}")
+        raise InvariantError(f"{len(both)} record(s) are both kept and rejected, e.g. id {sorted(both)[0][0]}")
     for r in task_records:
         t, st = r["task_id"], r["ledger"]["stages"]["read"]
         stored = [p for p in (f"{root}/{f}/{t}.parquet" for f in ("_filtered", "rejected", "errors")) if fs.exists(p)]

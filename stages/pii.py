@@ -473,6 +473,7 @@ class PIIMask(Stage):
     """
 
     name = "pii"
+    edits = ("text",)  # spans are masked in place
 
     class Config(StageConfig):
         #: Kinds to mask (subset of email, ip, phone).

@@ -133,12 +133,17 @@ def test_resume_and_fingerprint(client, tmp_path):
     cfg = DedupConfig(keep_work=True)
     first = _c(run_dedup(client, str(tmp_path), cfg))
     final = _state(tmp_path)
-    mtimes = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.parquet")}
-    assert _c(run_dedup(client, str(tmp_path), cfg)) == first                      # marker: skipped
-    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.parquet")} == mtimes
-    with pytest.raises(RuntimeError):
-        run_dedup(client, str(tmp_path), DedupConfig(minhash={"threshold": 0.7}))
-    # crash after a shard's rename but before its applied marker and the phase marker
+    docs_bytes = {p.name: p.read_bytes() for p in (tmp_path / "documents").glob("*.parquet")}
+    assert _c(run_dedup(client, str(tmp_path), cfg)) == first                      # plan and applies resumed
+    assert {p.name: p.read_bytes() for p in (tmp_path / "documents").glob("*.parquet")} == docs_bytes
+    # another config recomputes from the untouched sources, as a fresh run with it would
+    other = DedupConfig(minhash={"threshold": 0.7})
+    changed = _c(run_dedup(client, str(tmp_path), other))
+    fresh = tmp_path / "fresh"
+    _write(fresh, docs)
+    assert changed == _c(run_dedup(client, str(fresh), other)) and _state(tmp_path) == _state(fresh)
+    # back to the first config, then a crash after a shard's write but before its applied marker
+    assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
     (tmp_path / MARKER).unlink()
     (tmp_path / WORK / "applied" / "s0.json").unlink()
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
@@ -147,16 +152,16 @@ def test_resume_and_fingerprint(client, tmp_path):
 def test_resume_before_rename(client, tmp_path):
     docs = _corpus()
     _write(tmp_path, docs)
-    backup = tmp_path / "backup"
-    shutil.copytree(tmp_path / "documents", backup)
     cfg = DedupConfig(keep_work=True)
     first = _c(run_dedup(client, str(tmp_path), cfg))
     final = _state(tmp_path)
-    # crash after rejected/ was written but before documents/part-1 was replaced
+    sources = {p.name: p.read_bytes() for p in (tmp_path / "_filtered").glob("*.parquet")}
+    # crash after rejected/ was written but before documents/part-1 was written
     (tmp_path / MARKER).unlink()
     (tmp_path / WORK / "applied" / "s1.json").unlink()
-    shutil.copy(backup / "part-1.parquet", tmp_path / "documents" / "part-1.parquet")
+    (tmp_path / "documents" / "part-1.parquet").unlink()
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
+    assert {p.name: p.read_bytes() for p in (tmp_path / "_filtered").glob("*.parquet")} == sources  # never modified
 
 
 def test_incremental_against_reference_run(client, tmp_path):
@@ -168,7 +173,7 @@ def test_incremental_against_reference_run(client, tmp_path):
     run_dedup(client, str(run1), DedupConfig())
     before = {p.name: p.read_bytes() for p in (run1 / "documents").glob("*.parquet")}
     _write(run2, new, nshards=2)
-    run_dedup(client, str(run2), DedupConfig(reference_dirs=[str(run1 / "documents")]))
+    run_dedup(client, str(run2), DedupConfig(reference_dirs=[str(run1 / "documents")]))  # a finished run's output
     got = _state(run2)
     # every new doc derives from an old base: rejected, pointing at its base, which always wins
     assert all(v[0] in ("dedup:exact", "dedup:near") and v[1].endswith("-0") for v in got.values()), got

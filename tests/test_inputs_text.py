@@ -137,7 +137,7 @@ def test_bad_lines_are_errored_with_line_numbers_and_reading_goes_on(cc_text, tm
         assert [e["error_reason"].split(":")[:3] for e in errs] == [["read", "invalid_json", " line 8"],
                                                                     ["read", "missing_text", " line 9"]]
         assert [e["warc_offset"] for e in errs] == [offsets(lines)[7], offsets(lines)[8]]
-        assert len(rows(out, "documents")) + len(rows(out, "rejected")) == 30  # every real line after them too
+        assert len(rows(out, "_filtered")) + len(rows(out, "rejected")) == 30  # every real line after them too
 
 
 def test_truncated_compressed_jsonl_ends_in_one_errored_item(cc_text, tmp_path):
@@ -163,7 +163,7 @@ def test_split_jsonl_gives_the_same_documents_as_one_task(cc_text, tmp_path, lid
     for name in one_led.stages:
         a, b = one_led.stages[name], many_led.stages[name]
         assert (a.n_in, a.kept, a.rejected, a.errored) == (b.n_in, b.kept, b.rejected, b.errored)
-    for kind in ("documents", "rejected", "errors"):
+    for kind in ("_filtered", "rejected", "errors"):
         key = lambda r: r["id"]  # noqa: E731
         drop = ("source",)
         strip = lambda rs: sorted(({k: v for k, v in r.items() if k not in drop} for r in rs), key=key)  # noqa: E731

@@ -100,7 +100,7 @@ def test_progress_per_phase(cluster_run):
     assert t.fields["records"] == led["stages"]["read"]["in"]
     assert t.fields["done"] == t.fields["tasks"] == len(cluster_run["inputs"])
     assert [s for p, s in prog.steps if p == "dedup"] == [
-        "exact duplicates", "near duplicates: LSH bands", "near duplicates: clusters", "rewrite shards"]
+        "exact duplicates", "near duplicates: LSH bands", "near duplicates: clusters", "write documents"]
     assert [s for p, s in prog.steps if p == "tokenize"] == [
         "tokenize documents", "sample the mixture", "write token shards"]
     shown = cluster_run["console"].file.getvalue()

@@ -58,11 +58,11 @@ _BUILTINS = {"eval", "exec", "compile", "__import__", "import_module"}
 _QUALIFIED = {("importlib", "import_module"), ("builtins", "eval"), ("builtins", "exec"),
               ("yaml", "load"), ("yaml", "unsafe_load"), ("yaml", "full_load"), ("yaml", "load_all"),
               ("yaml", "unsafe_load_all"), ("pickle", "load"), ("pickle", "loads"), ("torch", "load")}
-#: The only dynamic imports, each over a fixed list in the source: CLI subcommands, phase sections
-#: (manifest.SECTIONS), stage modules (stages.STAGE_MODULES); and the extraction sandbox's
+#: The only dynamic imports, each over a fixed list in the source: CLI subcommands, phase modules
+#: (stages.phases.PHASE_MODULES), stage modules (stages.STAGE_MODULES); and the extraction sandbox's
 #: pickles, exchanged with its own child process over a pipe (never read from inputs or manifests).
-_ALLOWED = {("datapipe/cli.py", "import_module"), ("datapipe/manifest.py", "import_module"),
-            ("stages/__init__.py", "import_module"), ("stages/extract_sandbox.py", "loads")}
+_ALLOWED = {("datapipe/cli.py", "import_module"), ("stages/phases/__init__.py", "import_module"),
+            ("stages/__init__.py", "import_module"), ("stages/lib/extract_sandbox.py", "loads")}
 
 
 def test_no_eval_or_dynamic_import_beyond_the_allow_lists():
@@ -79,12 +79,18 @@ def test_no_eval_or_dynamic_import_beyond_the_allow_lists():
     assert found == _ALLOWED
 
 
-def test_sections_map_is_fixed():
-    from datapipe.manifest import SECTIONS
+def test_sections_come_only_from_the_fixed_phase_list():
+    """A manifest section is looked up only among the phases of the fixed PHASE_MODULES list."""
+    from datapipe.phase import phases, section_classes
+    from datapipe.stages.phases import PHASE_MODULES
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.stages.phases.report import ReportConfig
+    from datapipe.stages.phases.tokenize.mixture import MixConfig
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 
-    assert SECTIONS == {"dedup": ("datapipe.stages.phases.dedup.config", "DedupConfig"),
-                        "mix": ("datapipe.stages.phases.tokenize.mixture", "MixConfig"),
-                        "tokenize": ("datapipe.stages.phases.tokenize.tokenizer", "TokenizeConfig")}
+    assert {p.__module__ for p in phases()} <= set(PHASE_MODULES)
+    assert section_classes() == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig,
+                                 "report": ReportConfig}
 
 
 # ------------------------------------------------------------------ names stay inside the output

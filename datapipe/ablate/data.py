@@ -58,7 +58,8 @@ def _pool_files(run: Path, tokens: str) -> tuple[dict, list[Path], bool]:
         raise RunNotReady(f"{idx_path}: not a datapipe token index")
     marker = run / "_phases" / "tokenize.json"
     if marker.is_file():
-        fp = json.loads(marker.read_text()).get("fingerprint", "")
+        m = json.loads(marker.read_text())
+        fp = (m.get("stats") or {}).get("fingerprint") or m.get("fingerprint", "")  # the work folder's name
         enc = sorted((run / "_tokenize" / fp[:16] / "enc").glob("*.parquet"))
         if fp and enc:
             return index, enc, True

@@ -159,7 +159,10 @@ def input_identity(path: str, storage_options: dict | None = None) -> dict:
     import os
 
     if not is_remote(path):
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except OSError:  # gone since listing: its task fails and is errored (no fingerprint to keep)
+            return {"path": path, "missing": True}
         return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
     try:
         fs, p = _fs(path, storage_options)
