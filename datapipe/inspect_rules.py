@@ -1,15 +1,10 @@
 """Stage decisions from stored signals: deciders, signal columns, thresholds, and ``what_if``.
 
-``datapipe inspect --what-if`` and ``--reason`` need, per stage, a function that decides from one
-row of stored signals and a config. They are found, in this order:
-
-1. a ``decide(signals, config)`` classmethod/staticmethod on the stage class;
-2. a module-level ``decide*(signals, config)`` function of the stage's module whose ``config``
-   parameter is annotated with the stage's ``Config`` class (``c4.decide``, ``fineweb.decide``,
-   ``gopher.decide_quality``, ``gopher.decide_repetition``);
-3. score stages built on ``safety.FastTextScoreStage`` (``toxicity``, ``nsfw``,
-   ``quality_classifier``): ``safety.score_decision`` on the stage's ``column`` and ``threshold``;
-4. ``langid``: ``LangId.decide(lang, lang_score)``.
+``datapipe inspect --what-if`` and ``--reason`` need, per stage, its decision rule on one row of
+stored signals: the stage's ``decide(signals, config)`` classmethod (``Stage.recomputable``), or,
+for score stages built on ``safety.FastTextScoreStage`` (``toxicity``, ``nsfw``,
+``quality_classifier``), ``safety.score_decision`` on the stage's declared ``column`` and
+``threshold``.
 
 Stages without any (extract, url_blocklist: they decide from the page or from lists, not from a
 stored number) cannot be recomputed and say so. Rule tables (``(reason, column, params, predicate)``
@@ -17,7 +12,6 @@ lists such as ``gopher.QUALITY_RULES``) name the column and config fields behind
 """
 from __future__ import annotations
 
-import inspect
 import re
 import sys
 
@@ -36,20 +30,8 @@ def stage_class(name: str):
     return reg[name]
 
 
-def _module_decider(cls):
-    static = inspect.getattr_static(cls, "decide", None)
-    if isinstance(static, (classmethod, staticmethod)):
-        return getattr(cls, "decide")
-    mod = sys.modules[cls.__module__]
-    cfg_name = cls.Config.__name__
-    for fname, fn in vars(mod).items():
-        if not (fname.startswith("decide") and inspect.isfunction(fn) and fn.__module__ == mod.__name__):
-            continue
-        params = inspect.signature(fn).parameters
-        ann = params["config"].annotation if "config" in params else None
-        if ann is not None and re.search(rf"\b{re.escape(cfg_name)}\b", str(getattr(ann, "__name__", ann))):
-            return fn
-    return None
+def _class_decider(cls):
+    return cls.decide if getattr(cls, "recomputable", False) else None
 
 
 def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
@@ -59,7 +41,7 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
         old_c, new_c = cls.Config(**(old_cfg or {})), cls.Config(**(new_cfg or {}))
     except Exception as e:  # pydantic ValidationError: show the message, not a trace
         raise InspectError(f"{stage}: invalid config for what-if: {e}") from e
-    fn = _module_decider(cls)
+    fn = _class_decider(cls)
     if fn is not None:
         return (lambda row, c: fn(row, c)), old_c, new_c
     if hasattr(cls, "column") and hasattr(cls, "reject_above") and "threshold" in cls.Config.model_fields:
@@ -70,8 +52,6 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
             v = row.get(cls.column) if lang_ok else None
             return f"{stage}:score" if score_decision(v, c.threshold, cls.reject_above) else None
         return score, old_c, new_c
-    if stage == "langid":
-        return (lambda row, c: cls(c).decide(row.get("lang"), row.get("lang_score") or 0.0)), old_c, new_c
     raise InspectError(f"stage {stage!r} cannot be recomputed from stored signals (it exposes no decide "
                        f"function); recomputable: {', '.join(recomputable())}")
 
@@ -82,8 +62,7 @@ def recomputable() -> list[str]:
 
     out = []
     for name, cls in sorted(registry().items()):
-        if (_module_decider(cls) is not None or name == "langid"
-                or (hasattr(cls, "column") and "threshold" in cls.Config.model_fields)):
+        if _class_decider(cls) is not None or (hasattr(cls, "column") and "threshold" in cls.Config.model_fields):
             out.append(name)
     return out
 

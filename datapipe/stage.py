@@ -65,6 +65,16 @@ class Stage:
     def __call__(self, batch: pa.Table) -> pa.Table:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    #: True when ``decide`` can recompute the stage's verdict from its stored signals alone.
+    recomputable: ClassVar[bool] = False
+
+    @classmethod
+    def decide(cls, signals: dict, config: StageConfig) -> str | None:
+        """The stage's rule on one row of stored signals (column -> value): its ``reject_reason``,
+        or None to keep. Used by ``datapipe inspect --what-if`` to retune without rerunning.
+        Raises NotImplementedError for stages that decide from the page itself (``recomputable`` False)."""
+        raise NotImplementedError(f"stage {cls.name} decides from the page, not from stored signals")
+
 
 _REGISTRY: dict[str, type[Stage]] = {}
 

@@ -199,6 +199,11 @@ class C4(Stage):
 
     name = "c4"
     edits = ("text",)  # line filters drop lines
+    recomputable = True
+
+    @classmethod
+    def decide(cls, signals: dict, config: C4Config) -> str | None:
+        return decide(signals, config)
     Config = C4Config
     fields = FIELDS
 

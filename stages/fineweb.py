@@ -110,6 +110,12 @@ class FineWeb(Stage):
     """FineWeb quality filter (Penedo et al. 2024); rules, thresholds and reasons in the module docstring."""
 
     name = "fineweb"
+    recomputable = True
+
+    @classmethod
+    def decide(cls, signals: dict, config: FineWebConfig) -> str | None:
+        return decide(signals, config)
+
     Config = FineWebConfig
     fields = FIELDS
 

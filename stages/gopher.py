@@ -209,6 +209,12 @@ class GopherRepetition(Stage):
     """
 
     name = "gopher_repetition"
+    recomputable = True
+
+    @classmethod
+    def decide(cls, signals: dict, config: RepetitionConfig) -> str | None:
+        return decide_repetition(signals, config)
+
     Config = RepetitionConfig
     fields = [pa.field(f, pa.float64()) for f in REPETITION_FIELDS]
 
@@ -370,6 +376,12 @@ class GopherQuality(Stage):
     """
 
     name = "gopher_quality"
+    recomputable = True
+
+    @classmethod
+    def decide(cls, signals: dict, config: QualityConfig) -> str | None:
+        return decide_quality(signals, config)
+
     Config = QualityConfig
     fields = QUALITY_FIELDS
 

@@ -61,6 +61,16 @@ def predict_languages(model, texts: list[str], max_chars: int = 100_000) -> list
     return out  # type: ignore[return-value]
 
 
+def _verdict(c: LangIdConfig, lang: str | None, score: float) -> str | None:
+    if lang == "unknown":
+        return "langid:unknown"
+    if c.languages is not None and lang not in c.languages:
+        return "langid:language"
+    if score < c.min_score_by_lang.get(lang, c.min_score):
+        return "langid:low_score"
+    return None
+
+
 @register
 class LangId(Stage):
     name = "langid"
@@ -71,19 +81,19 @@ class LangId(Stage):
     def setup(self) -> None:
         self._model = load_fasttext(resolve_model(self.config.model))
 
-    def decide(self, lang: str, score: float) -> str | None:
-        c = self.config
-        if lang == "unknown":
-            return "langid:unknown"
-        if c.languages is not None and lang not in c.languages:
-            return "langid:language"
-        if score < c.min_score_by_lang.get(lang, c.min_score):
-            return "langid:low_score"
-        return None
+    recomputable = True
+
+    @classmethod
+    def decide(cls, signals: dict, config: LangIdConfig) -> str | None:
+        """Verdict from stored ``lang`` / ``lang_score``."""
+        return _verdict(config, signals.get("lang"), signals.get("lang_score") or 0.0)
+
+    def decide_one(self, lang: str, score: float) -> str | None:
+        return _verdict(self.config, lang, score)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()
         res = predict_languages(self._model, batch.column("text").to_pylist(), self.config.max_chars)
         batch = with_column(batch, "lang", [r[0] for r in res], pa.string())
         batch = with_column(batch, "lang_score", [r[1] for r in res], pa.float32())
-        return with_column(batch, REJECT, [self.decide(*r) for r in res], pa.string())
+        return with_column(batch, REJECT, [self.decide_one(*r) for r in res], pa.string())

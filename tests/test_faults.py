@@ -69,15 +69,20 @@ def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
     from distributed import Client
 
     with ExternalCluster(tmp_path / "cluster", n_workers=2) as cluster, Client(cluster.address) as c:
+        from datapipe.task import PROGRESS_TOPIC
+
         m = manifest_for(files, out, **{"cluster.address": cluster.address, "batch_size": 32})
         box = {}
+        records: dict[str, int] = {}  # task -> records read so far (progress events of running tasks)
+        c.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
+                          and records.__setitem__(ev[1]["task"], ev[1]["records"]))
         th = threading.Thread(target=lambda: box.update(res=runner.run(m, [str(f) for f in files])), daemon=True)
         th.start()
         victim = None
         deadline = time.time() + 120
         while time.time() < deadline and victim is None:
-            partial = list((out / "documents").glob("realpages-200-*.parquet.tmp-*")) if (out / "documents").exists() else []
-            if partial:  # the long task has written part of its shard: it is mid-way
+            partial = [t for t, n in list(records.items()) if t.startswith("realpages-200") and 0 < n < 200]
+            if partial:  # the long task has read part of its file: it is mid-way
                 for addr, keys in c.processing().items():
                     if any("realpages-200" in str(k) for k in keys):
                         victim = addr
@@ -130,7 +135,8 @@ def test_corrupt_inputs_are_accounted_for(data_dir, tmp_path):
     # truncated: the 5 whole records read as before, the cut one errored with a read:* reason.
     t = by_file["truncated.warc.gz"]
     assert t["in"] == 6 and sum(t["errored"].values()) == 1 and all(k.startswith("read:") for k in t["errored"])
-    assert by_file["empty.warc.gz"]["in"] == 0
+    # a zero-byte input is one errored record with its reason, so the ledger names it (issue 14)
+    assert by_file["empty.warc.gz"]["in"] == 1 and list(by_file["empty.warc.gz"]["errored"]) == ["read:empty_file"]
     for name in ("garbage.warc.gz", "notwarc.warc.gz", "plain.warc"):
         st = by_file[name]
         assert st["kept"] == 0, name  # nothing in them is a document

@@ -47,7 +47,7 @@ def test_lingua_sentences_accuracy(model, data_dir):
 
 def test_keep_rule_per_language(model):
     st = LangId(LangIdConfig(languages=["en", "de"], min_score=0.5, min_score_by_lang={"de": 0.99}))
-    assert st.decide("fr", 0.99) == "langid:language"
-    assert st.decide("de", 0.98) == "langid:low_score"
-    assert st.decide("en", 0.6) is None
-    assert st.decide("unknown", 0.0) == "langid:unknown"
+    assert st.decide_one("fr", 0.99) == "langid:language"
+    assert st.decide_one("de", 0.98) == "langid:low_score"
+    assert st.decide_one("en", 0.6) is None
+    assert st.decide_one("unknown", 0.0) == "langid:unknown"
