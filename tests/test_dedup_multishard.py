@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 
 import numpy as np
 import pyarrow.parquet as pq

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from datapipe.stages.phases.tokenize.mixture import MixConfig, doc_uniform, plan_mixture
-from datapipe.stages.phases.tokenize.tokenizer import AtomicParquetWriter, ids_array, token_schema, write_json_atomic
+from datapipe.io.parquet import write_json_atomic
+from datapipe.stages.phases.tokenize.tokenizer import AtomicParquetWriter, ids_array, token_schema
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _COLS = ["doc_id", "domain", "num_tokens", "input_ids"]
@@ -125,7 +126,7 @@ def _write_token_set(folder: Path, table: pa.Table, dtype: np.dtype, index: dict
            "total_tokens": total, "total_documents": table.num_rows, "tokens_per_domain": dict(sorted(per_dom.items())),
            "shards": [{"path": "shard-00000.parquet", "documents": table.num_rows, "tokens": total,
                        "tokens_per_domain": dict(sorted(per_dom.items())), "row_group_tokens": w.row_group_sizes}]}
-    write_json_atomic(out | extra, str(folder / "index.json"), fs)
+    write_json_atomic(str(folder / "index.json"), out | extra, fs=fs, sort_keys=True)
     return out | extra
 
 

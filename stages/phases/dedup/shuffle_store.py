@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from datapipe.io.parquet import write_table_atomic
+
 U64 = np.uint64
 
 
@@ -62,12 +64,8 @@ class Store:
         return pq.read_schema(self.path(rel), filesystem=self.fs)
 
     def write(self, rel: str, table: pa.Table) -> None:
-        final = self.path(rel)
-        self.fs.makedirs(posixpath.dirname(final), exist_ok=True)
-        tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-        # One chunk, fixed codec: the bytes depend only on the rows (reruns write identical files).
-        pq.write_table(table.combine_chunks(), tmp, filesystem=self.fs, compression="zstd")
-        self.fs.mv(tmp, final)
+        # the engine's atomic writer: bytes depend only on the rows (reruns write identical files)
+        write_table_atomic(self.path(rel), table, fs=self.fs)
 
     def read_json(self, rel: str):
         with self.fs.open(self.path(rel), "r") as f:

@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 
 from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
 from datapipe.stages.phases.tokenize.tokenizer import (AtomicParquetWriter, TextTokenizer, TokenizeConfig, ids_array,
-                                      load_tokenizer, resolve_files, token_schema, write_json_atomic)
+                                      load_tokenizer, resolve_files, token_schema)
+from datapipe.io.parquet import write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _KEYED = [pa.field("key", pa.int64(), nullable=False)]
@@ -231,14 +232,14 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
         "mixture": plan, "total_tokens": total, "total_documents": sum(s["documents"] for s in shards),
         "tokens_per_domain": dict(sorted(got.items())), "shard_tokens": tokenize.shard_tokens, "shards": shards,
     }
-    write_json_atomic(index, f"{out}/index.json", fs)
+    write_json_atomic(f"{out}/index.json", index, fs=fs, sort_keys=True)
     n_sampled = sum(k[2] for k in keyed)  # distinct documents in the mix at least once
     result = {"fingerprint": fp, "skipped": False, "documents_in": sum(docs.values()),
               "documents_sampled": n_sampled, "rows": len(keys), "tokens": total,
               "tokens_per_domain": dict(sorted(got.items())), "available_tokens_per_domain": dict(sorted(avail.items())),
               "docs_per_domain": dict(sorted(docs.items())), "shards": len(shards), "dtype": tok.dtype.name,
               "plan": plan, "seconds": round(time.time() - t0, 3)}
-    write_json_atomic({"fingerprint": fp, "result": result}, marker, fs)
+    write_json_atomic(marker, {"fingerprint": fp, "result": result}, fs=fs, sort_keys=True)
     if not tokenize.keep_intermediate:
         fs.rm(f"{root}/_tokenize", recursive=True)
     return result

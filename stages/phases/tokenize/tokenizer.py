@@ -31,7 +31,6 @@ list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.phases.tokenize.pha
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tempfile
 import threading
@@ -422,14 +421,6 @@ def _row_groups(table: pa.Table, row_group_tokens: int | None, rows: int) -> lis
     cuts = np.flatnonzero(np.diff(starts // row_group_tokens)) + 1
     bounds = [0, *cuts.tolist(), n]
     return list(zip(bounds[:-1], bounds[1:]))
-
-
-def write_json_atomic(obj, path: str, fs) -> None:
-    """Write ``obj`` as sorted, indented JSON to ``path`` via a temporary name and rename."""
-    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-    with fs.open(tmp, "w") as fh:
-        fh.write(json.dumps(obj, indent=2, sort_keys=True))
-    fs.mv(tmp, path)
 
 
 def train_bpe(texts, out_path: str, *, vocab_size: int = 32000, min_frequency: int = 2,
