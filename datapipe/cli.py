@@ -13,6 +13,8 @@ CLI_MODULES = [
     "datapipe.inspect_cli",
     "datapipe.ablate.cli",
     "datapipe.export_cli",
+    "datapipe.config_cli",
+    "datapipe.init_cli",
 ]
 
 

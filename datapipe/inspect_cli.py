@@ -54,6 +54,9 @@ def add_cli(sub) -> None:
                                    "histograms with thresholds, per-stage time. Also written at the end of every run.")
     r.add_argument("run_dir", metavar="RUN_DIR", help="output directory of a run")
     r.add_argument("--out", metavar="FILE", help="where to write (default RUN_DIR/report.html)")
+    r.add_argument("--log-y", choices=["auto", "always", "never"], default="auto",
+                   help="histograms' y axis: log when kept and rejected counts differ 20x (auto, the default), "
+                        "always (a threshold's tail stays visible) or never")
     r.set_defaults(func=cmd_report)
 
 
@@ -62,7 +65,7 @@ def cmd_report(args) -> int:
 
     err = Console(stderr=True)
     try:
-        path = write_report(args.run_dir, out=args.out)
+        path = write_report(args.run_dir, out=args.out, log_y=args.log_y)
     except (I.NotARunError, I.InspectError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
@@ -72,6 +75,12 @@ def cmd_report(args) -> int:
 
 def cmd_inspect(args) -> int:
     out, err = Console(), Console(stderr=True)
+    asked = [f for f, v in (("--where", args.where != "true"), ("--columns", args.columns), ("--text", args.text))
+             if v]
+    if asked and not (args.kept or args.rejected or args.errors):
+        # Without a kind these were ignored and the funnel printed: say so instead.
+        err.print(f"[bold red]error:[/] {', '.join(asked)} needs --kept, --rejected or --errors", highlight=False)
+        return 2
     try:
         run = I.Run.open(args.run_dir)
         if args.reason:
@@ -94,7 +103,12 @@ def cmd_inspect(args) -> int:
             res = what_if(run, args.what_if)
             show = _show_what_if
         else:
+            from datapipe.run_config import effective_phase_configs, effective_stage_configs
+
             res = I.funnel(run)
+            res["stage_configs"] = [{n: c} for n, c in effective_stage_configs(run)]
+            res["phase_configs"] = effective_phase_configs(run)
+            res["limit"] = run.ledger_dict.get("limit")
             show = _show_funnel
     except (I.NotARunError, I.InspectError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
@@ -113,24 +127,19 @@ def _table(title, cols, right=()):
     return t
 
 
-def _bytes(n):
-    return "–" if n is None else f"{n / 1e6:,.2f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
-
-
 def _show_funnel(out: Console, f: dict) -> None:
+    from datapipe.termfmt import config_lines, print_funnel
+
     out.print(f"[bold]{f['run']}[/]  records by type: "
-              + ", ".join(f"{k} {v:,}" for k, v in sorted(f["records_by_type"].items())))
-    t = _table("Funnel", ["stage", "in", "kept", "outcome", "reason", "count", "share", "bytes"],
-               right=("in", "kept", "count", "share", "bytes"))
-    for s in f["stages"]:
-        t.add_row(s["stage"], f"{s['in']:,}", f"{s['kept']:,}", "", "", "", "", "", end_section=not (s["rejected"] or s["errored"]))
-        items = [("rejected", r) for r in s["rejected"]] + [("[red]errored[/]", r) for r in s["errored"]]
-        for i, (what, r) in enumerate(items):
-            t.add_row("", "", "", what, r["reason"], f"{r['count']:,}", f"{r['share']:.1%}", _bytes(r["bytes"]),
-                      end_section=i == len(items) - 1)
-    out.print(t)
+              + ", ".join(f"{k} {v:,}" for k, v in sorted(f["records_by_type"].items())), highlight=False)
+    print_funnel(out, f["stages"], extra=("share", "bytes"))  # fits the width; numbers never cut
     tot = f["totals"]
-    out.print(f"kept {tot['kept']:,} of {tot['in']:,} records; rejected {tot['rejected']:,}, errored {tot['errored']:,}")
+    out.print(f"kept {tot['kept']:,} of {tot['in']:,} records; rejected {tot['rejected']:,}, errored {tot['errored']:,}",
+              highlight=False)
+    lim = f.get("limit")
+    if lim:
+        out.print(f"limited run: at most {lim['records_per_file']:,} records per input file "
+                  f"({lim['inputs_cut']} input(s) cut short)", highlight=False)
     for key, title in (("languages", "Languages (kept)"), ("hosts", "Domains (kept, top)")):
         if f[key]:
             col = "lang" if key == "languages" else "host"
@@ -146,6 +155,13 @@ def _show_funnel(out: Console, f: dict) -> None:
             tgt = tk["target_tokens"].get(d)
             t.add_row(d, f"{n:,}", "–" if tgt is None else f"{tgt:,.0f}")
         out.print(t)
+    cfgs = [next(iter(c.items())) for c in f.get("stage_configs") or []]
+    sections = [(sec, cfg) for secs in (f.get("phase_configs") or {}).values()
+                for sec, cfg in (secs or {}).items() if cfg is not None]
+    if cfgs or sections:
+        out.print("[bold]Settings in force[/] (every stage and phase section, defaults filled in):")
+        for line in config_lines(cfgs + sections, out.width):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _show_samples(out: Console, res: dict) -> None:

@@ -49,6 +49,9 @@ class Inputs(_Strict):
     preset: str = "auto"
     fields: dict[str, str | list[str] | None] = {}
     split_bytes: int = Field(256 * 2**20, ge=0)
+    #: At most this many records per input file (sample runs; None = all). Part of the read
+    #: settings, so it is in every task's fingerprint; a limited file is one task (no split).
+    limit: int | None = Field(None, ge=1)
     storage_options: dict[str, Any] = {}
 
     @field_validator("preset")
@@ -119,6 +122,16 @@ class Manifest(_Strict):
                     if not any(next(iter(st)) in s for s in chain):
                         chain.append(st)
         return chain
+
+    def effective_stage_configs(self) -> list[dict]:
+        """The phase-1 chain as run with every config field filled in (defaults included):
+        ``[{name: config dict (JSON types)}]``, what ``ledger.json`` records as ``stage_configs``."""
+        reg = registry()
+        out = []
+        for item in self.effective_stages():
+            (name, cfg), = item.items()
+            out.append({name: reg[name].Config(**(cfg or {})).model_dump(mode="json")})
+        return out
 
     def build_stages(self) -> list[Stage]:
         """Instantiate the stage chain (configs were validated at load)."""
@@ -217,8 +230,17 @@ def validation_message(source: str, lines: dict[tuple, int], error: ValidationEr
 def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
     """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
     data, lines, source = read_yaml_mapping(path, "manifest", overrides)
+    return validate_manifest(data, source, lines)
+
+
+def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple, int] | None = None) -> Manifest:
+    """Validate a manifest mapping (plain data, as YAML gives it) exactly as ``load_manifest`` does:
+    stage names only from the registry, phase sections only of registered phases. ``source`` and
+    ``lines`` (key path -> line) name where errors are. Raises ManifestError."""
     from datapipe.phase import section_classes
 
+    lines = lines or {}
+    data = dict(data)
     classes = section_classes()
     for key in list(data):
         if key in classes and key not in Manifest.model_fields:

@@ -44,7 +44,12 @@ def _barh(labels, values, title, xlabel, color="#4c72b0"):
     return _png(fig)
 
 
-def _hist(values_by_group: dict, title: str, thresholds=(), bins=40):
+#: ``log_y`` of the histograms: ``auto`` (log when one group is 20x another: a few rejected rows
+#: next to many kept ones), ``always`` (a threshold's tail stays visible), ``never``.
+LOG_Y = ("auto", "always", "never")
+
+
+def _hist(values_by_group: dict, title: str, thresholds=(), bins=40, log_y: str = "auto"):
     fig, ax = plt.subplots(figsize=(8, 3.2))
     allv = np.concatenate([v for v in values_by_group.values() if len(v)] or [np.zeros(0)])
     edges = np.histogram_bin_edges(allv, bins=bins) if len(allv) else bins
@@ -52,8 +57,11 @@ def _hist(values_by_group: dict, title: str, thresholds=(), bins=40):
         if len(v):
             ax.hist(v, bins=edges, alpha=0.6, label=f"{name} ({len(v):,})")
     sizes = [len(v) for v in values_by_group.values() if len(v)]
-    if sizes and max(sizes) > 20 * min(sizes):
+    if log_y == "always" or (log_y == "auto" and sizes and max(sizes) > 20 * min(sizes)):
         ax.set_yscale("log")  # rejected rows are few next to kept ones: keep both visible
+        ax.set_ylabel("documents (log)")
+    else:
+        ax.set_ylabel("documents")
     off = []
     for t in thresholds:
         # A bound far outside the data (e.g. max 100000 words) would squash the bars into one column.
@@ -64,8 +72,7 @@ def _hist(values_by_group: dict, title: str, thresholds=(), bins=40):
         ax.text(t, ax.get_ylim()[1] * 0.95, f" {t:g}", color="crimson", fontsize=8, va="top")
     if off:
         title += f"; off the chart: {', '.join(off)}"
-    ax.set_title(title)
-    ax.set_ylabel("documents")
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return _png(fig)
 
@@ -78,20 +85,55 @@ def _numeric_columns(run: I.Run) -> list[str]:
             and any(str(f.type).startswith(p) for p in _NUMERIC)]
 
 
-def _values(run: I.Run, column: str) -> dict[str, np.ndarray]:
-    """Non-null values of ``column`` for kept and for rejected documents."""
-    out = {}
-    for kind in ("kept", "rejected"):
-        if run.files(kind) and column in run.columns(kind):
-            t = run.query(f"SELECT {I._ident(column)}::DOUBLE AS v FROM {run.source(kind)} "
-                          f"WHERE {I._ident(column)} IS NOT NULL AND isfinite({I._ident(column)}::DOUBLE)")
-            out[kind] = t.column("v").to_numpy()
+def signal_reasons(configs: list[tuple[str, dict]], ledger_stages: dict) -> dict[str, list[str]]:
+    """Per signal column, the rejection reasons decided on it (from the stages' rule tables, score
+    columns, or a reason named like the column: ``gopher_repetition:dup_line_frac`` for
+    ``gopher_dup_line_frac``), among the reasons the run has."""
+    from datapipe.inspect_rules import rule_tables, stage_class
+
+    out: dict[str, list[str]] = {}
+    for name, _ in configs:
+        try:
+            cls = stage_class(name)
+        except I.InspectError:
+            continue
+        seen = list((ledger_stages.get(name) or {}).get("rejected", {}))
+        pairs = [(r[1], r[0]) for r in rule_tables(cls) if r[0].startswith(f"{name}:")]
+        if name == "langid":
+            pairs.append(("lang_score", "langid:low_score"))
+        if getattr(cls, "column", None):
+            pairs.append((cls.column, f"{name}:score"))
+        mapped = {r for _, r in pairs}
+        for f in getattr(cls, "fields", []):  # reasons named after the column's tail
+            pairs += [(f.name, r) for r in seen if r not in mapped and f.name.endswith("_" + r.split(":", 1)[1])]
+        for col, r in pairs:
+            if r not in out.setdefault(col, []):
+                out[col].append(r)
     return out
 
 
-def figures(run: I.Run, funnel: dict) -> list[tuple[str, str]]:
-    """``[(title, base64 PNG)]`` for every plot the run has data for."""
+def _values(run: I.Run, column: str, reasons: list[str]) -> dict[str, np.ndarray]:
+    """Non-null values of ``column``: kept documents, documents rejected on this signal (its
+    ``reasons``), and documents rejected by another rule or stage (they still carry the value)."""
+    out = {}
+    col = I._ident(column)
+    cond = f"{col} IS NOT NULL AND isfinite({col}::DOUBLE)"
+    if run.files("kept") and column in run.columns("kept"):
+        out["kept"] = run.query(f"SELECT {col}::DOUBLE AS v FROM {run.source('kept')} WHERE {cond}").column("v").to_numpy()
+    if run.files("rejected") and column in run.columns("rejected"):
+        t = run.query(f"SELECT {col}::DOUBLE AS v, reject_reason IN (SELECT unnest(?)) AS own "
+                      f"FROM {run.source('rejected')} WHERE {cond}", [reasons or [""]])
+        v, own = t.column("v").to_numpy(), t.column("own").to_numpy(zero_copy_only=False).astype(bool)
+        label = "rejected on this signal" if len(reasons) != 1 else f"rejected: {reasons[0]}"
+        out[label] = v[own]
+        out["rejected by other rules"] = v[~own]
+    return out
+
+
+def figures(run: I.Run, funnel: dict, log_y: str = "auto") -> list[tuple[str, str]]:
+    """``[(title, base64 PNG)]`` for every plot the run has data for. ``log_y``: see ``LOG_Y``."""
     from datapipe.inspect_rules import column_thresholds
+    from datapipe.run_config import effective_stage_configs
 
     figs = []
     st = funnel["stages"]
@@ -107,13 +149,18 @@ def figures(run: I.Run, funnel: dict) -> list[tuple[str, str]]:
         figs.append(("Languages", _barh([r["lang"] for r in funnel["languages"]], [r["docs"] for r in funnel["languages"]],
                                         "Kept documents by language (top 20)", "documents", "#55a868")))
     ths: dict[str, list[float]] = {}
-    for name, cfg in run.stage_configs():
+    configs = effective_stage_configs(run)
+    for name, cfg in configs:
         for col, vals in column_thresholds(name, cfg).items():
             ths.setdefault(col, []).extend(vals)
+    own = signal_reasons(configs, run.ledger_dict.get("stages") or {})
     for col in _numeric_columns(run):
-        vals = _values(run, col)
+        vals = _values(run, col, own.get(col, []))
         if any(len(v) for v in vals.values()):
-            figs.append((f"Histogram: {col}", _hist(vals, f"{col} (dashed: thresholds)", ths.get(col, ()))))
+            n_own = sum(len(v) for k, v in vals.items() if k.startswith("rejected") and "other" not in k)
+            why = f"{n_own:,} rejected on it" if own.get(col) or ths.get(col) else "no rule of its own"
+            figs.append((f"Histogram: {col}", _hist(vals, f"{col}: {why} (dashed: thresholds)", ths.get(col, ()),
+                                                    log_y=log_y)))
     dstats = ((run.ledger_dict.get("phases") or {}).get("dedup") or {}).get("stats") or {}
     hists = {k: dstats.get(f"{k}_cluster_sizes") or {} for k in ("near", "exact")}
     if any(hists.values()):  # the dedup phase's own histograms (ledger.json phases.dedup.stats)
@@ -128,15 +175,7 @@ def figures(run: I.Run, funnel: dict) -> list[tuple[str, str]]:
                                                           "Near-duplicate cluster sizes")))
     tk = funnel.get("tokens")
     if tk:
-        doms = sorted(tk["tokens_per_domain"])
-        fig, ax = plt.subplots(figsize=(8, 0.4 * len(doms) + 1.5))
-        y = np.arange(len(doms))
-        ax.barh(y - 0.2, [tk["tokens_per_domain"][d] for d in doms], 0.4, label="tokens written")
-        ax.barh(y + 0.2, [tk["target_tokens"].get(d) or 0 for d in doms], 0.4, label="mixture target")
-        ax.set_yticks(y, doms)
-        ax.set_title("Tokens per domain against the mixture target")
-        ax.legend(fontsize=8)
-        figs.append(("Tokens per domain", _png(fig)))
+        figs.append(("Tokens per domain", _tokens_chart(tk)))
     timed = [s for s in st if s["seconds"]]
     if timed:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 0.35 * len(timed) + 1.5))
@@ -151,8 +190,59 @@ def figures(run: I.Run, funnel: dict) -> list[tuple[str, str]]:
     return figs
 
 
-def render(run: I.Run) -> str:
-    """The report as an HTML string (no external resources)."""
+def _tokens_chart(tk: dict) -> str:
+    """Written tokens against the target per domain; a log axis when domains differ 30x, so a
+    small domain's bar is visible, and every bar labelled with its number."""
+    doms = sorted(tk["tokens_per_domain"])
+    written = [tk["tokens_per_domain"][d] for d in doms]
+    target = [tk["target_tokens"].get(d) for d in doms]
+    labels = {"tokens written": [f" {v:,.0f}" for v in written],
+              "mixture target": [" –" if v is None else f" {v:,.0f}" for v in target]}
+    target = [v or 0 for v in target]
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(doms) + 1.5))
+    y = np.arange(len(doms))
+    pos = [v for v in written + target if v > 0]
+    log = bool(pos) and max(pos) > 30 * min(pos)
+    for off, vals, label in ((-0.2, written, "tokens written"), (0.2, target, "mixture target")):
+        ax.barh(y + off, vals, 0.4, label=label)
+        for yi, v, text in zip(y + off, vals, labels[label]):
+            ax.text(v if v > 0 else (min(pos) if log else 0), yi, text, va="center", fontsize=7)
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlabel("tokens (log)")
+    ax.set_yticks(y, doms)
+    ax.invert_yaxis()
+    ax.set_title("Tokens per domain against the mixture target")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def _settings_html(run: I.Run) -> str:
+    """Every stage's and phase section's settings as run (defaults filled in), one row each."""
+    from datapipe.run_config import dedup_banding, effective_phase_configs, effective_stage_configs
+    from datapipe.termfmt import flat_items, short_value
+
+    rows = []
+    sections = [(sec, cfg) for secs in effective_phase_configs(run).values() for sec, cfg in (secs or {}).items()
+                if cfg is not None]
+    for name, cfg in effective_stage_configs(run) + sections:
+        items = list(flat_items(cfg or {}))
+        if name == "dedup" and dedup_banding(run):
+            items.append(("minhash.bands x rows (chosen)", "{} x {}".format(*dedup_banding(run))))
+        for k, (key, v) in enumerate(items):
+            head = f'<th rowspan="{len(items)}">{html.escape(name)}</th>' if k == 0 else ""
+            val = v if isinstance(v, str) else short_value(v)
+            rows.append(f'<tr data-stage="{html.escape(name)}" data-setting="{html.escape(key)}">{head}'
+                        f"<td>{html.escape(key)}</td><td>{html.escape(val)}</td></tr>")
+    if not rows:
+        return ""
+    return ('<section><h2>Settings in force</h2><p>Every stage and phase section as the run applied it, '
+            'defaults filled in (<code>ledger.json</code>: <code>stage_configs</code>, <code>phase_configs</code>).</p>'
+            f'<table id="settings"><tr><th>stage</th><th>setting</th><th>value</th></tr>{"".join(rows)}</table></section>')
+
+
+def render(run: I.Run, log_y: str = "auto") -> str:
+    """The report as an HTML string (no external resources). ``log_y``: see ``LOG_Y``."""
     f = I.funnel(run)
     rows = []
     for s in f["stages"]:
@@ -165,7 +255,7 @@ def render(run: I.Run) -> str:
                     + "</td></tr>")
     tot = f["totals"]
     imgs = "\n".join(f'<section><h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b}">'
-                     f"</section>" for t, b in figures(run, f))
+                     f"</section>" for t, b in figures(run, f, log_y))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>datapipe run report: {html.escape(run.url)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
@@ -177,14 +267,19 @@ rejected <b data-key="rejected">{tot['rejected']}</b>, errored <b data-key="erro
 <table id="funnel"><tr><th>stage</th><th>in</th><th>kept</th><th>rejected</th><th>errored</th><th>reasons</th></tr>
 {''.join(rows)}</table>
 {imgs}
+{_settings_html(run)}
 </body></html>
 """
 
 
-def write_report(run_dir: str, out: str | None = None, storage_options: dict | None = None) -> str:
-    """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path."""
+def write_report(run_dir: str, out: str | None = None, storage_options: dict | None = None,
+                 log_y: str = "auto") -> str:
+    """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
+    ``log_y``: ``auto``, ``always`` or ``never`` (histograms' y axis; ValueError otherwise)."""
+    if log_y not in LOG_Y:
+        raise ValueError(f"log_y must be one of {', '.join(LOG_Y)}, not {log_y!r}")
     run = I.Run.open(run_dir, storage_options)
-    page = render(run)
+    page = render(run, log_y)
     target = out or join(run.url, "report.html")
     fs, path = fs_and_path(target, storage_options if out is None else None)
     with fs.open(path, "w", encoding="utf-8") as fh:

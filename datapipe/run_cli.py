@@ -5,10 +5,10 @@ import sys
 from urllib.parse import urlsplit
 
 from rich.console import Console
-from rich.table import Table
 
-from datapipe.ledger import Ledger, LedgerError
+from datapipe.ledger import LedgerError
 from datapipe.progress import RunProgress
+from datapipe.termfmt import ledger_stages, print_funnel
 
 
 def add_cli(sub) -> None:
@@ -41,6 +41,9 @@ def add_cli(sub) -> None:
     p.add_argument("--output-format", action="append", choices=["parquet", "dolma_jsonl"], metavar="FORMAT",
                    help="parquet (always written) or dolma_jsonl (also OUTPUT/dolma/*.jsonl.zst; repeatable); "
                         "replaces the manifest's output_formats")
+    p.add_argument("--limit", type=int, metavar="N",
+                   help="read at most N records per input file (a sample run; sets inputs.limit, so the ledger "
+                        "says so and a later run without it reads the files again)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (each input file and each phase: skip / rerun / read / run, and why; "
@@ -54,15 +57,28 @@ def add_cli(sub) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def funnel_table(ledger: Ledger, title: str = "Funnel") -> Table:
-    t = Table(title=title, expand=False)
-    for col in ("stage", "in", "kept", "rejected", "errored", "top reasons"):
-        t.add_column(col, justify="right" if col in ("in", "kept", "rejected", "errored") else "left")
-    for name, s in ledger.stages.items():
-        reasons = sorted(list(s.rejected.items()) + list(s.errored.items()), key=lambda kv: -kv[1])[:3]
-        t.add_row(name, f"{s.n_in:,}", f"{s.kept:,}", f"{s.n_rejected:,}", f"{s.n_errored:,}",
-                  ", ".join(f"{k.split(':', 1)[-1]} {v}" for k, v in reasons))  # stage prefix is in column 1
-    return t
+def print_summary(out: Console, result, manifest) -> None:
+    """The end of a run: the funnel (every reason, seconds per stage), tokens, totals, the report path.
+    Fits ``out.width`` (80 columns in a pipe) without cutting a number."""
+    from datapipe.runner import limit_summary
+
+    print_funnel(out, ledger_stages(result.ledger), extra=("seconds",))
+    lim = limit_summary(manifest, result.tasks)
+    if lim:
+        out.print(f"limited: at most {lim['records_per_file']:,} records per input file ({lim['inputs_cut']} of "
+                  f"{len(result.tasks)} input(s) cut short): the funnel counts a sample", highlight=False)
+    tok = result.phases.get("tokenize")
+    if tok:
+        per = ", ".join(f"{d} {n:,}" for d, n in sorted(tok.get("tokens_per_domain", {}).items()))
+        out.print(f"tokens: {tok.get('tokens', 0):,} ({tok.get('dtype')}) in {tok.get('shards')} shard(s) "
+                  f"under {manifest.output}/tokens; per domain: {per}", highlight=False)
+    tot = result.ledger.totals()
+    out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
+              f"errored {tot['errored']:,} in {result.seconds:.1f} s", highlight=False)
+    out.print(f"ledger: {manifest.output}/ledger.json", highlight=False, soft_wrap=True)  # a path stays whole
+    if result.report:
+        out.print(f"report: {result.report}", highlight=False, soft_wrap=True)
+        out.print(f"explore: datapipe inspect {manifest.output}", highlight=False, soft_wrap=True)
 
 
 def cmd_run(args) -> int:
@@ -88,6 +104,8 @@ def cmd_run(args) -> int:
         overrides["cluster.dashboard_address"] = args.dashboard
     if args.output_format:
         overrides["output_formats"] = sorted(set(args.output_format) | {"parquet"})
+    if args.limit is not None:
+        overrides["inputs.limit"] = args.limit
     try:
         manifest = load_manifest(args.manifest, overrides)
         inputs = runner.check_before_work(manifest, probe_output=not args.dry_run)
@@ -106,8 +124,10 @@ def cmd_run(args) -> int:
         port = urlsplit(url).port or 8787
         host = urlsplit(url).hostname if args.scheduler else "127.0.0.1"
         # The dashboard binds where the scheduler runs; from a laptop, tunnel to that machine.
-        out.print(f"  from another machine: ssh -N -L {port}:{host}:{port} USER@{'GATEWAY' if args.scheduler else 'THIS_HOST'}"
-                  f" then open http://localhost:{port}/status", highlight=False)
+        # Two short lines, so neither wraps at 80 columns: the command stays copyable.
+        out.print(f"  from another machine: ssh -N -L {port}:{host}:{port} USER@{'GATEWAY' if args.scheduler else 'THIS_HOST'}",
+                  highlight=False, soft_wrap=True)
+        out.print(f"  then open http://localhost:{port}/status", highlight=False, soft_wrap=True)
         out.print(f"  per-stage counters so far: http://localhost:{port}/datapipe", highlight=False)
 
     from datapipe.output_lock import OutputLockedError
@@ -124,17 +144,7 @@ def cmd_run(args) -> int:
     except LedgerError as e:
         err.print(f"[bold red]ledger does not balance:[/] {e}")
         return 3
-    out.print(funnel_table(result.ledger))
-    tok = result.phases.get("tokenize")
-    if tok:
-        per = ", ".join(f"{d} {n:,}" for d, n in sorted(tok.get("tokens_per_domain", {}).items()))
-        out.print(f"tokens: {tok.get('tokens', 0):,} ({tok.get('dtype')}) in {tok.get('shards')} shard(s) "
-                  f"under {manifest.output}/tokens; per domain: {per}")
-    tot = result.ledger.totals()
-    out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
-              f"errored {tot['errored']:,} in {result.seconds:.1f} s; ledger: {manifest.output}/ledger.json")
-    if result.report:
-        out.print(f"report: {result.report}  (explore: datapipe inspect {manifest.output})")
+    print_summary(out, result, manifest)
     return _print_failed(err, result.failed)
 
 

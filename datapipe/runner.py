@@ -304,10 +304,23 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
     return stats
 
 
+def limit_summary(manifest: Manifest, records: list[dict]) -> dict | None:
+    """``{records_per_file, inputs_cut}`` of a run with ``inputs.limit`` (None without): the
+    ledger says the funnel counts a sample, not the whole inputs."""
+    n = manifest.inputs.limit
+    if n is None:
+        return None
+    return {"records_per_file": n, "inputs_cut": sum(bool(r.get("limited")) for r in records)}
+
+
 def _write_ledger(manifest: Manifest, result: RunResult) -> None:
     records = result.tasks
+    # Effective configs (defaults filled in), so the ledger records the thresholds it applied.
+    phase_configs = {ph.name: ph(manifest).config() for ph in phases() if ph.enabled(manifest)}
     write_json_atomic(join(manifest.output, "ledger.json"),
                       dict(result.ledger.to_dict(), tasks=len(records), failed_tasks=failed_tasks(records),
                            seconds=round(result.seconds, 3), manifest=manifest.source_file,
-                           stage_configs=manifest.effective_stages(), phases=result.phases),
+                           limit=limit_summary(manifest, records),
+                           stage_configs=manifest.effective_stage_configs(), phase_configs=phase_configs,
+                           phases=result.phases),
                       manifest.inputs.storage_options)

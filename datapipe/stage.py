@@ -75,6 +75,13 @@ class Stage:
         Raises NotImplementedError for stages that decide from the page itself (``recomputable`` False)."""
         raise NotImplementedError(f"stage {cls.name} decides from the page, not from stored signals")
 
+    def apply(self, data, lang=None, url=None, **columns) -> pa.Table:
+        """This stage on plain data, outside a run: texts (or HTML for ``extract``), a table or
+        rows in, a table of its signals and decisions out (see ``datapipe.stage_apply.apply_stage``)."""
+        from datapipe.stage_apply import apply_stage
+
+        return apply_stage(self, data, lang=lang, url=url, **columns)
+
 
 _REGISTRY: dict[str, type[Stage]] = {}
 

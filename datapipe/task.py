@@ -390,13 +390,19 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
         read_rej: list[str] = []
         read_err: list[str] = []
         n_read = 0
+        limited = False
 
         def flush():
             table = _rows_to_table([it.row for it in batch], in_schema)
             out.write("kept", run_stages(table, chain, 0, ledger, out, logged))
 
-        for item in read_input(spec.input, spec.input_format, spec.storage_options, spec.fields, spec.part,
-                               **spec.read_options):
+        opts = dict(spec.read_options)
+        limit = opts.pop("limit", None)  # ours, not the reader's: at most this many records
+        items = read_input(spec.input, spec.input_format, spec.storage_options, spec.fields, spec.part, **opts)
+        for item in items:
+            if limit is not None and n_read >= limit:
+                limited = True  # one record past the limit exists: the file was cut short
+                break
             n_read += 1
             ledger.records_by_type[item.row.get("record_type") or "unknown"] += 1
             if item.status == "document":
@@ -425,7 +431,7 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
         out.abort()
         raise
     _report_progress(spec, n_read, ledger)
-    return task_record(spec, chain, files, ledger, retuned_from=None)
+    return task_record(spec, chain, files, ledger, retuned_from=None, limited=limited)
 
 
 def reason_counts(records: list[dict]) -> Counter:

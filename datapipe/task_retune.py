@@ -140,5 +140,5 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     _report_progress(spec, n_read, ledger)
     log.info("task %s: reran stages %s from stored rows in %.2f s", spec.task_id,
              ", ".join(st.name for st in chain[start:]) or "(none)", time.perf_counter() - t0)
-    return task_record(spec, chain, committed, ledger, retuned_from=start)
+    return task_record(spec, chain, committed, ledger, retuned_from=start, limited=done.get("limited", False))
 

@@ -1,4 +1,8 @@
-"""Stage families. Each module registers its stages with ``datapipe.stage.register``."""
+"""Stage families. Each module registers its stages with ``datapipe.stage.register``.
+
+From Python: ``datapipe.stages.get("gopher_quality", min_words=50)`` is a configured stage, and
+``stage.apply(texts)`` its signals and decisions on plain texts (``datapipe.stage_apply``).
+"""
 import importlib
 
 #: Modules imported by ``load_all``; a new stage module is added here.
@@ -20,3 +24,26 @@ STAGE_MODULES = [
 def load_all() -> None:
     for mod in STAGE_MODULES:
         importlib.import_module(mod)
+
+
+def names() -> list[str]:
+    """Names of every registered stage, sorted."""
+    from datapipe.stage import registry
+
+    return sorted(registry())
+
+
+def get(name: str, **config):
+    """The registered stage ``name`` with ``config`` (its ``Config`` fields; defaults for the rest).
+
+    The config is validated as a manifest's would be: an unknown field or a value out of range
+    raises ``pydantic.ValidationError`` (a ValueError); an unknown ``name`` raises KeyError listing
+    the known stages. Models and lists load on first use (``apply`` or ``check()``).
+    """
+    from datapipe.stage import registry
+
+    reg = registry()
+    if name not in reg:
+        raise KeyError(f"unknown stage {name!r}; known stages: {', '.join(sorted(reg))}")
+    cls = reg[name]
+    return cls(cls.Config(**config))

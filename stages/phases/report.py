@@ -4,6 +4,8 @@ thresholds, dedup clusters, tokens per domain; see datapipe.report). Section ``r
 failure to draw is a warning, never a failed run."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
@@ -12,6 +14,8 @@ from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
 class ReportConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
+    #: Histograms' y axis: ``auto`` (log when kept and rejected counts differ 20x), ``always``, ``never``.
+    log_y: Literal["auto", "always", "never"] = "auto"
 
 
 @register_phase
@@ -37,4 +41,6 @@ class ReportPhase(Phase):
         from datapipe.report import write_report
 
         ctx.progress("draw the report")
-        return PhaseResult(stats={"path": write_report(ctx.output, storage_options=ctx.storage_options)})
+        cfg = self.manifest.section("report") or ReportConfig()
+        return PhaseResult(stats={"path": write_report(ctx.output, storage_options=ctx.storage_options,
+                                                       log_y=cfg.log_y)})

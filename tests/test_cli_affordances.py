@@ -1,0 +1,114 @@
+"""`datapipe stages`, `datapipe schema`, `datapipe init` and `inspect --where` without a kind: no run needed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from rich.cells import cell_len
+
+from datapipe import cli
+from datapipe.manifest import load_manifest
+from datapipe.stage import registry
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def schema():
+    from datapipe.config_cli import manifest_schema
+
+    s = manifest_schema()
+    jsonschema.Draft202012Validator.check_schema(s)
+    return s
+
+
+def _errors(schema, data) -> list[str]:
+    return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
+
+
+def test_schema_accepts_what_load_manifest_accepts(schema, capsys, tmp_path):
+    assert cli.main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == schema
+    assert cli.main(["schema", "--out", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text()) == schema
+    main = yaml.safe_load((REPO / "manifests" / "cc-2026.yaml").read_text())
+    assert _errors(schema, main) == []
+    assert _errors(schema, dict(main, report={"enabled": False, "log_y": "always"})) == []
+    for bad in (dict(main, stages=[{"langid": {"min_score": 2}}]),     # out of range
+                dict(main, stages=[{"os.system": {}}]),                 # not a stage
+                dict(main, stages=[{"langid": {"min_scor": 0.5}}]),     # a typo
+                dict(main, dedup={"minhash": {"num_perm": 1}}),          # phase section range
+                dict(main, surprise=1)):                                # unknown top-level key
+        assert _errors(schema, bad), bad
+    assert set(schema["properties"]) >= {"inputs", "output", "stages", "dedup", "mix", "tokenize", "report"}
+    assert "sections" not in schema["properties"] and "source_file" not in schema["properties"]
+    names = [i["title"] for i in schema["properties"]["stages"]["items"]["oneOf"]]
+    assert sorted(names) == sorted(registry())
+
+
+@pytest.mark.parametrize("preset", ["fineweb", "dclm", "c4"])
+def test_init_writes_a_loadable_commented_preset(preset, schema, tmp_path, capsys):
+    d = tmp_path / preset
+    assert cli.main(["init", str(d), "--preset", preset]) == 0
+    text = (d / "manifest.yaml").read_text()
+    assert text.count("#") > 10  # commented: where each setting comes from
+    m = load_manifest(d / "manifest.yaml")
+    assert m.name == preset and m.stages and m.section("dedup") is not None
+    assert _errors(schema, yaml.safe_load(text)) == []
+    assert json.loads((d / "datapipe.schema.json").read_text()) == schema  # the modeline's target
+    assert f"datapipe run {d}/manifest.yaml --limit 100" in " ".join(capsys.readouterr().out.split())
+    assert cli.main(["init", str(d), "--preset", preset]) == 2  # no silent overwrite
+    assert "exists" in capsys.readouterr().err
+    assert cli.main(["init", str(d), "--preset", preset, "--force", "--input", "data/a b,[1].jsonl"]) == 0
+    assert load_manifest(d / "manifest.yaml").inputs.paths == ["data/a b,[1].jsonl"]
+
+
+def test_presets_differ_where_their_recipes_do(tmp_path):
+    from datapipe.init_cli import PRESETS, render
+
+    ms = {}
+    for p in PRESETS:
+        (tmp_path / f"{p}.yaml").write_text(render(p))
+        ms[p] = load_manifest(tmp_path / f"{p}.yaml")
+    cfg = {p: {next(iter(s)): next(iter(s.values())) for s in m.stages} for p, m in ms.items()}
+    assert cfg["c4"]["langid"]["min_score"] == 0.99 and cfg["c4"]["extract"]["main_content"] is False
+    assert ms["c4"].section("dedup").lines.enabled and not ms["c4"].section("dedup").minhash.enabled
+    assert ms["fineweb"].section("dedup").minhash.band_rows() == (14, 8)
+    assert "fineweb" in cfg["fineweb"] and "quality_classifier" in cfg["dclm"]
+
+
+def test_stages_lists_every_field_with_default_and_range(capsys, monkeypatch):
+    assert cli.main(["stages", "--json"]) == 0
+    cat = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
+    assert set(cat) == set(registry())
+    for name, cls in registry().items():
+        fields = {f["field"]: f for f in cat[name]["config"]}
+        assert list(fields) == list(cls.Config.model_fields), name
+        required = [f for f, info in cls.Config.model_fields.items() if info.is_required()]
+        assert [f for f in fields if fields[f]["required"]] == required
+        if not required:  # the defaults as a manifest would write them
+            assert {f: v["default"] for f, v in fields.items()} == cls.Config().model_dump(mode="json"), name
+        assert cat[name]["source"].split(":")[0].endswith(".py") and cat[name]["doc"], name
+    gq = {f["field"]: f for f in cat["gopher_quality"]["config"]}
+    assert gq["min_words"]["range"] == ">= 0" and gq["min_alpha_words_ratio"]["range"] == "[0, 1]"
+    assert gq["min_words"]["type"] == "int | None" and cat["gopher_quality"]["reads"] == ["lang"]
+    assert {f["field"]: f for f in cat["extract"]["config"]}["timeout_s"]["range"] == "> 0"
+    assert cat["gopher_quality"]["source"].startswith("stages/gopher.py:")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["stages"]) == 0
+    text = capsys.readouterr().out
+    assert all(cell_len(x) <= 80 for x in text.splitlines())
+    for name in registry():
+        assert f"{name} ─" in text
+    assert "dict[str, float | None]" in text  # types are not eaten as markup
+    assert cli.main(["stages", "gopher_quality"]) == 0
+    assert "stop_words" in capsys.readouterr().out
+    assert cli.main(["stages", "nope"]) == 2
+
+
+def test_inspect_where_without_a_kind_is_an_error(tmp_path, capsys):
+    assert cli.main(["inspect", str(tmp_path), "--where", "lang = 'de'"]) == 2
+    assert "--where needs --kept, --rejected or --errors" in capsys.readouterr().err
