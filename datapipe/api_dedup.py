@@ -93,6 +93,9 @@ def _read_paths(paths) -> pa.Table:
             fmt = detect_format(p)
         except ValueError:
             fmt = None
+        if fmt in ("warc", "wet"):  # pages need extraction first: that is a run's job
+            raise ValueError(f"{p}: WARC input; dedup takes texts, JSONL/Parquet documents or text files "
+                             "(run the pipeline, or dedup its _filtered/ shards)")
         if fmt in TEXT_FORMATS:
             for it in read_input(p, fmt, fields=resolve_fields("auto", None, fmt)):
                 if it.status == "document":

@@ -376,6 +376,8 @@ def test_dedup_inputs_and_settings(inputs, tmp_path):
         datapipe.dedup(["a b c"], threshold=2)
     with pytest.raises(ValueError, match="unique"):
         datapipe.dedup(["a", "b"], ids=["x", "x"])
+    with pytest.raises(ValueError, match="WARC input"):
+        datapipe.dedup(paths=[inputs[0]])
 
 
 # ------------------------------------------------------------------------------ report
