@@ -11,6 +11,7 @@ documents (ids and dates included: the representative of a cluster is the earlie
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -89,11 +90,9 @@ def _read_paths(paths) -> pa.Table:
 
     rows = []
     for p in map(os.fspath, paths):
-        try:
-            fmt = detect_format(p)
-        except ValueError:
-            fmt = None
-        if fmt in ("warc", "wet"):  # pages need extraction first: that is a run's job
+        fmt = detect_format(p)
+        name = re.sub(r"\.(gz|zst|zstd)$", "", p.lower())
+        if name.endswith((".warc", ".wet", ".wat", ".arc")):  # pages need extraction first: a run's job
             raise ValueError(f"{p}: WARC input; dedup takes texts, JSONL/Parquet documents or text files "
                              "(run the pipeline, or dedup its _filtered/ shards)")
         if fmt in TEXT_FORMATS:
