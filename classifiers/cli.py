@@ -10,6 +10,7 @@ _EPILOG = """examples:
   datapipe classifiers train quality --out classifiers/models/quality_wiki_cc.ftz
   datapipe classifiers train quality --positives wikitext:my_wiki.txt.gz --negatives crawl.warc.gz --out q.ftz
   datapipe classifiers train toxicity --out classifiers/models/toxicity_weak_en.ftz
+  datapipe classifiers train nsfw --out classifiers/models/nsfw_ut1_en.ftz
   datapipe classifiers evaluate --model quality_wiki_cc.ftz --positives good.jsonl --negatives bad.jsonl
   datapipe classifiers evaluate --model toxicity_weak_en.ftz --jigsaw
   echo "some text" | datapipe classifiers predict --model quality_wiki_cc.ftz
@@ -23,6 +24,8 @@ def _train(args) -> int:
 
     if args.task == "quality":
         meta = recipes.train_quality(args.out, args.positives, args.negatives, seed=args.seed)
+    elif args.task == "nsfw":
+        meta = recipes.train_nsfw(args.out, args.positives, args.negatives, seed=args.seed)
     else:
         meta = recipes.train_toxicity(args.out, args.sources, seed=args.seed)
     print(json.dumps({k: meta[k] for k in ("metrics", "jigsaw", "n_train", "n_heldout", "bytes") if k in meta}, indent=1))
@@ -75,12 +78,14 @@ def add_cli(subparsers) -> None:
     t = sub.add_parser("train", help="train a classifier (deterministic: seed, thread=1) with held-out metrics",
                        description="Train a binary fastText classifier, quantise it to .ftz, write a .json sidecar "
                        "with labels, parameters, source hashes and held-out precision/recall/F1/AUC.")
-    t.add_argument("task", choices=["quality", "toxicity"],
-                   help="quality: wiki (positives) vs cc (negatives); toxicity: weak LDNOOBW labels")
+    t.add_argument("task", choices=["quality", "toxicity", "nsfw"],
+                   help="quality: wiki (positives) vs cc (negatives); toxicity: weak LDNOOBW labels; "
+                   "nsfw: UT1 adult-URL titles vs real sentences")
     t.add_argument("--positives", nargs="+", metavar="SRC",
-                   help="quality: positive sources (default: WikiText-2 valid+test)")
+                   help="quality/nsfw: positive sources (default: WikiText-2 valid+test / UT1 URL titles)")
     t.add_argument("--negatives", nargs="+", metavar="SRC",
-                   help="quality: negative sources (default: English pages of warc/realpages-1171.warc.gz)")
+                   help="quality/nsfw: negative sources (default: English pages of warc/realpages-1171.warc.gz "
+                   "/ dev-half realpages, Dolma CC, WikiText-2)")
     t.add_argument("--sources", nargs="+", metavar="SRC", help="toxicity: text sources to weakly label")
     t.add_argument("--out", required=True, help="output model path (.ftz); the sidecar is <out>.json")
     t.add_argument("--seed", type=int, default=1, help="seed for split, shuffling and fastText (default 1)")

@@ -10,6 +10,11 @@ Source kinds (``read_source`` picks one from the file name unless ``kind:`` is p
 * ``warc`` / ``warc-main`` / ``warc-boilerplate``: WARC(.gz) responses, text extracted with
   resiliparse (whole page / main content / whole-page lines that are not main content),
   optionally kept only if lid.176 says the language is one of ``langs``.
+* ``warc-dev`` / ``warc-test``: whole pages as ``warc``, only those whose URL falls in that half of
+  :func:`page_split` (the development/test split the safety and PII sets share).
+* ``ut1-titles``: the ``urls`` member of the UT1 adult block list tarball (FineWeb's URL filter):
+  each path segment of 4 or more words (``/video/123/busty-blonde-...``) is one text, its host the
+  group. Those slugs are titles of adult pages: the NSFW model's positives.
 * ``aeb``: the Scrapinghub article-extraction benchmark ``ground-truth.json`` (article bodies).
 * ``jsonl``: JSON lines with a ``text`` field (``id`` as group when present).
 * ``lines``: one document per non-empty line.
@@ -17,8 +22,10 @@ Source kinds (``read_source`` picks one from the file name unless ``kind:`` is p
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +33,16 @@ _WT_HEADING = re.compile(r"^ ?= [^=].* = ?$")
 _WT_JOINERS = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")]
 _WT_SPACE_BEFORE = re.compile(r" ([,.;:!?)\]'](?:\s|$))")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_SLUG_SPLIT = re.compile(r"[-_+.,%=&?;:~!]+|\s+")
+
+
+def page_split(url: str) -> str:
+    """``dev`` or ``test`` for a page URL: first hex digit of sha1(url) in 0-7 is ``dev`` (half each).
+
+    The rule of the PII span set (``benchmarks/pii_candidates.py``), so one page is on the same side
+    in every evaluation set built from ``realpages``; training recipes read only ``dev`` pages.
+    """
+    return "dev" if hashlib.sha1(url.encode("utf-8")).hexdigest()[0] in "01234567" else "test"
 
 
 def _open_text(path: Path):
@@ -77,11 +94,12 @@ def wikitext_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
 
 
 def warc_docs(path: Path, langs: set[str] | None = None, chunk: int = 200, part: str = "full",
-              lid_path: Path | None = None) -> Iterator[tuple[str, str]]:
+              lid_path: Path | None = None, split: str | None = None) -> Iterator[tuple[str, str]]:
     """``(url, chunk)`` of the text of each HTTP response in a WARC file, extracted with resiliparse.
 
     ``part``: ``full`` (whole page), ``main`` (``main_content=True``) or ``boilerplate`` (lines of
     the whole page that are not lines of the main content: menus, footers, link lists).
+    ``split``: ``dev`` / ``test`` keeps only the pages of that half (:func:`page_split`).
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
     from resiliparse.extract.html2text import extract_plain_text
@@ -95,6 +113,9 @@ def warc_docs(path: Path, langs: set[str] | None = None, chunk: int = 200, part:
 
         lid = fasttext.load_model(str(lid_path or shared_data() / "langid" / "lid.176.ftz"))
     for rec in ArchiveIterator(str(path), record_types=WarcRecordType.response):
+        url = rec.headers.get("WARC-Target-URI") or str(rec.record_id)
+        if split and page_split(url) != split:
+            continue
         body = rec.reader.read()
         html = bytes_to_str(body, detect_encoding(body))
         text = extract_plain_text(html, main_content=part == "main")
@@ -107,7 +128,6 @@ def warc_docs(path: Path, langs: set[str] | None = None, chunk: int = 200, part:
             text = "\n".join(ln for ln in text.splitlines() if ln.strip() and ln.strip() not in main)
         if len(text.split()) < 20:
             continue
-        url = rec.headers.get("WARC-Target-URI") or str(rec.record_id)
         for piece in chunk_words(text, chunk):
             if len(piece.split()) >= 20:
                 yield url, piece
@@ -121,6 +141,29 @@ def aeb_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
         for piece in chunk_words(rec.get("articleBody") or "", chunk):
             if len(piece.split()) >= 20:
                 yield f"aeb:{key}", piece
+
+
+def ut1_titles(path: Path, min_words: int = 4) -> Iterator[tuple[str, str]]:
+    """``(host, title)`` for each distinct URL-path slug of >= ``min_words`` alphabetic words in the
+    UT1 ``urls`` list (tarball member ``urls``, one ``host/path`` a line); 70% of a slug's tokens
+    must be alphabetic (drops ids and hashes)."""
+    with tarfile.open(path, "r:gz") as tf:
+        member = tf.extractfile("urls")
+        if member is None:
+            raise FileNotFoundError(f"{path}: no 'urls' member")
+        lines = member.read().decode("utf-8", "replace").splitlines()
+    seen: set[str] = set()
+    for line in lines:
+        host, _, rest = line.strip().partition("/")
+        for seg in rest.split("/"):
+            toks = [t for t in _SLUG_SPLIT.split(seg.lower()) if t]
+            words = [t for t in toks if t.isalpha()]
+            if len(words) < min_words or len(words) < 0.7 * len(toks):
+                continue
+            title = " ".join(words)
+            if title not in seen:
+                seen.add(title)
+                yield host, title
 
 
 def jsonl_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
@@ -143,7 +186,8 @@ def lines_docs(path: Path) -> Iterator[tuple[str, str]]:
 def source_kind(spec: str) -> tuple[str, Path]:
     """``"kind:path"`` or a bare path whose kind is guessed from its name; returns (kind, path)."""
     head, sep, tail = spec.partition(":")
-    if sep and head in ("wikitext", "warc", "warc-main", "warc-boilerplate", "aeb", "jsonl", "lines"):
+    if sep and head in ("wikitext", "warc", "warc-main", "warc-boilerplate", "warc-dev", "warc-test", "aeb",
+                        "ut1-titles", "jsonl", "lines"):
         return head, Path(tail)
     p = Path(spec)
     n = p.name.lower()
@@ -165,9 +209,13 @@ def read_source(spec: str, langs: set[str] | None = None, chunk: int = 200) -> l
         raise FileNotFoundError(f"training source {path} not found")
     if kind == "wikitext":
         return list(wikitext_docs(path, chunk))
+    if kind in ("warc-dev", "warc-test"):
+        return list(warc_docs(path, langs, chunk, "full", split=kind.partition("-")[2]))
     if kind.startswith("warc"):
         part = kind.partition("-")[2] or "full"
         return list(warc_docs(path, langs, chunk, part))
+    if kind == "ut1-titles":
+        return list(ut1_titles(path))
     if kind == "aeb":
         return list(aeb_docs(path, chunk))
     if kind == "jsonl":

@@ -30,8 +30,10 @@ _FOLD = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"
 #: Preprocessing names stored in sidecars. ``datapipe-v1``: lower case, typographic quotes and
 #: dashes folded to ASCII, digits 1-9 -> 0, words and single punctuation marks as separate
 #: tokens (fastText splits on spaces only), at most ``max_tokens``.
+#: ``datapipe-v1-words``: the same without punctuation tokens, for models whose positives have no
+#: punctuation (URL slugs: the NSFW model), so that a full stop is no evidence of "clean".
 #: ``newlines``: whitespace runs (newlines included) become one space.
-PREPROCESSORS = ("newlines", "datapipe-v1")
+PREPROCESSORS = ("newlines", "datapipe-v1", "datapipe-v1-words")
 
 
 def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> str:
@@ -41,8 +43,10 @@ def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> 
     """
     if kind == "newlines":
         return _WS_RE.sub(" ", text).strip()
-    if kind == "datapipe-v1":
+    if kind in ("datapipe-v1", "datapipe-v1-words"):
         toks = _TOKEN_RE.findall(text.lower().translate(_FOLD))
+        if kind == "datapipe-v1-words":
+            toks = [t for t in toks if t[0].isalnum() or t[0] == "_"]
         return " ".join(toks[:max_tokens])
     raise ValueError(f"unknown preprocessing {kind!r}; known: {PREPROCESSORS}")
 

@@ -1,17 +1,24 @@
-"""The recipes that build the two shipped models from files in ``../shared/data`` (``make models``).
+"""The recipes that build the shipped models from files in ``../shared/data`` (``datapipe classifiers train``).
 
 * ``train_quality``: label ``wiki`` = WikiText-2 valid+test articles (de-tokenised) and the
   hand-checked article bodies of the Scrapinghub AEB benchmark; label ``cc`` = boilerplate of the
   English pages in ``warc/realpages-1171.warc.gz`` (lid.176 = en): page lines that resiliparse's
   main-content extraction drops (menus, footers, link lists). ~200-word chunks; 20% of
   articles/pages held out by hash. So "wiki" means "edited prose", "cc" means "web boilerplate".
-* ``train_toxicity``: weak labels. Sentences of the real pages, the Dolma CC samples and
-  WikiText-2 are ``toxic`` when they contain an English LDNOOBW entry (word-boundary match), else
-  ``clean``; each toxic sentence is added once more with its listed word(s) obfuscated
-  (``fuck`` -> ``f*ck`` / ``fu.k`` / ``f4ck``...) so character n-grams learn such spellings; clean
-  sentences are sampled to ``neg_ratio`` (10) times the toxic ones. The model therefore approximates
-  the word list, with some generalisation; it is judged on the 101 human-labelled Jigsaw comments
-  (``toxicity/jigsaw_test_examples_ibm_max.csv``), which are never trained on.
+* ``train_toxicity``: weak labels, sentence level. Sentences (<= 64 words) of the *development*
+  half of ``warc/realpages-1171.warc.gz`` (:func:`data.page_split`; the test half is the safety
+  test set), the Dolma CC samples and WikiText-2 valid. Real web text holds almost no profanity
+  (14 of 51,000 sentences), so positives are made: a clean sentence with one entry of
+  :data:`PROFANITY_TIER` (the insults, profanities and slurs of the English LDNOOBW list; not its
+  sexual or clinical entries such as ``sex``, ``penis``, ``rape``) put at a random word position,
+  half of them obfuscated (``fuck`` -> ``f*ck`` / ``fu.k`` / ``f4ck``...), plus the real sentences
+  holding such an entry. Every other sentence is ``clean``, also those about sex, medicine or
+  crime. So the model is an obfuscation-aware version of that part of the list; judged on the 101
+  human-labelled Jigsaw comments and the safety test set, never trained on.
+* ``train_nsfw``: ``nsfw`` = the titles in the URLs of the UT1 adult list (``ut1-titles``: slugs
+  such as ``busty-blonde-...``, 7,562 distinct, from 2,957 hosts); ``non-nsfw`` = sentences of the
+  development half of realpages, the Dolma CC samples and WikiText-2 (valid + test). Punctuation
+  is dropped on both sides (``datapipe-v1-words``): slugs have none. Split by host / page.
 """
 from __future__ import annotations
 
@@ -21,17 +28,33 @@ from pathlib import Path
 
 from datapipe.classifiers import data
 from datapipe.classifiers.train import binary_metrics, train_binary
+
 from datapipe.env import shared_data
 
 QUALITY_POSITIVES = ["quality/wikitext-2_valid.txt.gz", "quality/wikitext-2_test.txt.gz",
                      "aeb:extraction/scrapinghub_aeb/ground-truth.json"]
 QUALITY_NEGATIVES = ["warc-boilerplate:warc/realpages-1171.warc.gz"]
-TOXICITY_SOURCES = ["warc/realpages-1171.warc.gz", "cc_text/dolma_cc_en_head-0091.jsonl.gz",
+TOXICITY_SOURCES = ["warc-dev:warc/realpages-1171.warc.gz", "cc_text/dolma_cc_en_head-0091.jsonl.gz",
                     "cc_text/dolma_cc_en_head-0174.jsonl.gz", "cc_text/dolma_provided_documents_000.jsonl.gz",
                     "quality/wikitext-2_valid.txt.gz"]
+NSFW_POSITIVES = ["ut1-titles:blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"]
+NSFW_NEGATIVES = TOXICITY_SOURCES + ["quality/wikitext-2_test.txt.gz"]
+#: The entries of the English LDNOOBW list that insult or swear whatever the topic: the toxicity
+#: model's positives. Sexual and clinical entries (sex, sexual, penis, rape, nude ...) are left to
+#: the NSFW model, ambiguous ones (xx, suck, escort, dick, cock, tit, hooker: words and names of
+#: ordinary pages) to nobody, and so are entries whose letters are most of a common word
+#: (darkie/dark, coon/raccoon, god damn/God, spic/spice, paki, poof, ass/class): with character
+#: n-grams the model would learn the common word.
+PROFANITY_TIER = frozenset("""arsehole asshole assmunch bastard bitch bitches bollocks bullshit
+clusterfuck cunt faggot fuck fuckin fucking fucktards motherfucker nigga nigger raghead shit
+shitty slanteye slut tosser towelhead twat wank wetback whore""".split()) | {"piece of shit"}
 JIGSAW = "toxicity/jigsaw_test_examples_ibm_max.csv"
-TOXICITY_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 1, "minn": 2, "maxn": 5,
+TOXICITY_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 1, "minn": 3, "maxn": 5,
                    "minCount": 1, "bucket": 100000}
+NSFW_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 2, "minn": 3, "maxn": 5,
+               "minCount": 1, "bucket": 200000}
+#: Span length the stages score (``stages.safety``): training sentences are cut to it too.
+SPAN_WORDS = 64
 _LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "$", "u": "*"}
 
 
@@ -68,30 +91,85 @@ def obfuscate(word: str, rng: random.Random) -> str:
     return word[:i] + repl + word[i + 1:]
 
 
+def _cut(sentence: str, words: int = SPAN_WORDS) -> list[str]:
+    w = sentence.split()
+    return [" ".join(w[i:i + words]) for i in range(0, len(w), words)]
+
+
+def _obfuscate_hits(sent: str, hits, rng: random.Random) -> str:
+    low = sent.lower()
+    for start, end, w in reversed(hits):
+        if low[start:end] == w:  # skip overlaps already rewritten
+            low = low[:start] + obfuscate(w, rng) + low[end:]
+    return low
+
+
 def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 10, n_obfuscated: int = 1,
                            max_sentences_per_doc: int = 400) -> tuple[list, list]:
-    """(toxic, clean) ``(group, sentence)`` lists labelled by the English LDNOOBW list (see module doc)."""
+    """(toxic, clean) ``(group, sentence)`` lists: see the module doc (``train_toxicity``)."""
     from datapipe.stages.lib import wordlists as wl
 
     auto = wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), "en")
+    tier = sorted(PROFANITY_TIER)
     rng = random.Random(seed)
     toxic, clean = [], []
     for spec in sources:
         for group, text in data.read_source(spec, chunk=10**9):
-            for sent in data.sentences(text)[:max_sentences_per_doc]:
-                hits = wl.find_listed_words(sent, auto, "en")
+            for sent in (c for s in data.sentences(text)[:max_sentences_per_doc] for c in _cut(s)):
+                hits = [h for h in wl.find_listed_words(sent, auto, "en") if h[2] in PROFANITY_TIER]
                 if hits:
                     toxic.append((group, sent))
                     for _ in range(n_obfuscated):
-                        low = sent.lower()
-                        for start, end, w in reversed(hits):
-                            if low[start:end] == w:  # skip overlaps already rewritten
-                                low = low[:start] + obfuscate(w, rng) + low[end:]
-                        toxic.append((group, low))
+                        toxic.append((group, _obfuscate_hits(sent, hits, rng)))
                 else:
                     clean.append((group, sent))
     rng.shuffle(clean)
-    return toxic, clean[: neg_ratio * len(toxic)]
+    # One made positive per neg_ratio clean sentences: a tier entry at a random word position.
+    n_made = len(clean) // (neg_ratio + 1)
+    for group, sent in clean[:n_made]:
+        words = sent.split()
+        w = rng.choice(tier)
+        if rng.random() < 0.5 and " " not in w:
+            w = obfuscate(w, rng)
+        words.insert(rng.randrange(len(words) + 1), w)
+        toxic.append((group, " ".join(words)))
+    return toxic, clean[n_made:]
+
+
+#: Words taken out of the UT1 titles before training, so that they carry no NSFW weight: the
+#: clinical and sex-education vocabulary (a page about sexual health is not pornography) and
+#: identity words that porn titles use as categories (a model that learns "lesbian", "gay",
+#: "asian" or "black" as NSFW removes pages about those people: Dodge et al. 2021 on C4's list).
+NSFW_NEUTRAL_WORDS = frozenset("""sex sexe sexo sexual sexually sexuality sexy penis vagina vulva clitoris
+nipple nipples breast breasts intercourse condom condoms pregnant pregnancy masturbation gay gays lesbian lesbians bisexual bi trans transgender queer lgbt lgbtq homo homme femme
+asian asians ebony black white latina latin arab indian japanese chinese korean thai russian
+german french african interracial mature teen teens young old fat bbw girl girls boy boys woman
+women man men wife husband mom mother dad stepmom stepmother sister brother""".split())
+#: LDNOOBW lists a UT1 title must hit (Latin-script languages: the titles are mostly en/fr/de/es).
+NSFW_TITLE_LISTS = ("en", "fr", "de", "es", "it", "nl", "pt")
+
+
+def nsfw_examples(positives: list[str], negatives: list[str], seed: int = 1, neg_ratio: int = 10,
+                  max_sentences_per_doc: int = 400) -> tuple[list, list]:
+    """(nsfw, clean) ``(group, text)`` lists: see the module doc (``train_nsfw``)."""
+    from datapipe.stages.lib import wordlists as wl
+
+    autos = [(lang, wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), lang))
+             for lang in NSFW_TITLE_LISTS]
+    rng = random.Random(seed)
+    # Titles without a listed word are mostly fan-fiction or forum chatter (tumblr, quora): not positives.
+    pos = []
+    for spec in positives:
+        for g, t in data.read_source(spec, chunk=10**9):
+            if not any(wl.find_listed_words(t, a, lang) for lang, a in autos):
+                continue
+            words = [w for w in t.split() if w not in NSFW_NEUTRAL_WORDS]
+            if len(words) >= 3:
+                pos.append((f"ut1:{g}", " ".join(words)))
+    neg = [(g, c) for spec in negatives for g, text in data.read_source(spec, chunk=10**9)
+           for s in data.sentences(text)[:max_sentences_per_doc] for c in _cut(s)]
+    rng.shuffle(neg)
+    return pos, neg[: neg_ratio * len(pos)]
 
 
 def read_jigsaw(path: str | Path | None = None) -> tuple[list[str], list[bool]]:
@@ -122,9 +200,23 @@ def train_toxicity(out: str | Path, sources: list[str] | None = None, seed: int 
     sources = _abs(sources or TOXICITY_SOURCES)
     toxic, clean = weak_toxicity_examples(sources, seed)
     meta = train_binary(toxic, clean, out, "toxic", "clean", params=TOXICITY_PARAMS, seed=seed,
-                        max_tokens=200, quantize_cutoff=200000, sources=sources,
+                        max_tokens=200, quantize_cutoff=60000, sources=sources,
                         extra_meta={"recipe": "datapipe.classifiers.recipes.train_toxicity",
-                                    "labels_are": "weak: English LDNOOBW word present (+ obfuscated copies)"})
+                                    "labels_are": "weak: a PROFANITY_TIER entry of the English LDNOOBW list "
+                                                  "present or inserted (+ obfuscated copies)"})
     meta["jigsaw"] = jigsaw_metrics(out)
     Path(out).with_suffix(".json").write_text(json.dumps(meta, indent=1))
     return meta
+
+
+def train_nsfw(out: str | Path, positives: list[str] | None = None, negatives: list[str] | None = None,
+               seed: int = 1) -> dict:
+    """Train the NSFW model (UT1 adult-URL titles vs real sentences); returns the sidecar dict."""
+    positives, negatives = _abs(positives or NSFW_POSITIVES), _abs(negatives or NSFW_NEGATIVES)
+    pos, neg = nsfw_examples(positives, negatives, seed)
+    return train_binary(pos, neg, out, "nsfw", "non-nsfw", params=NSFW_PARAMS, seed=seed,
+                        preprocessing="datapipe-v1-words", max_tokens=200, quantize_cutoff=60000,
+                        sources=positives + negatives,
+                        extra_meta={"recipe": "datapipe.classifiers.recipes.train_nsfw",
+                                    "labels_are": "nsfw: UT1 adult-URL titles; non-nsfw: sentences of "
+                                                  "dev-half real pages, Dolma CC, WikiText-2"})

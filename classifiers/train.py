@@ -4,8 +4,9 @@
 never straddle the split), writes the training lines in a seeded order, trains with
 ``thread=1`` and a fixed ``seed``, quantises to ``.ftz`` and
 evaluates on the held-out groups. It writes ``<out>`` and ``<out stem>.json`` (labels,
-preprocessing, parameters, sources with sha256, metrics). The two shipped models are rebuilt by
-``train_quality`` and ``train_toxicity`` (``datapipe classifiers train quality|toxicity``).
+preprocessing, parameters, sources with sha256, metrics). The shipped models are rebuilt by
+``train_quality``, ``train_toxicity`` and ``train_nsfw`` (``datapipe classifiers train
+quality|toxicity|nsfw``).
 
 Reproducibility with fasttext-numpy2 0.10.4: train ONE model per process (a second
 ``train_supervised`` in the same process gave different bytes or "Encountered NaN"), and use

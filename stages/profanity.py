@@ -14,9 +14,11 @@ tests/test_profanity.py (the floors there are the measured values, rounded down)
 TF-IDF cannot see inside a token: ``f*ck`` (-> ``ck``), ``sh1t``, ``b1tch`` score like clean text;
 the fastText model's character n-grams catch those, so the two are complementary.
 
-The score is one probability per document over its whole text; TF-IDF vectors are L2-normalised,
-so one slur in a long page scores lower than the same slur in a one-line comment (the model was
-trained on comments). English only by default (the vocabulary is English).
+Span-level (``stages.safety.SpanScoreStage``): every sentence of the whole text is scored and
+the document gets the maximum and the flagged counts/fractions. Scored on the whole document the
+linear model dilutes (TF-IDF vectors are L2-normalised: 3 toxic sentences among 100 clean ones
+scored 0.024); a sentence is the length of the comments it was trained on. English only by
+default (the vocabulary is English).
 """
 from __future__ import annotations
 
@@ -25,25 +27,34 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from datapipe.ranges import PosInt, Probability
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.ranges import NonNegInt, Probability
+from datapipe.stage import register
+from datapipe.stages.safety import SpanScoreConfig, SpanScoreStage
 
 
 @register
-class Profanity(Stage):
-    """``profanity_score`` (float32, calibrated P(offensive)) from alt-profanity-check; reason
-    ``profanity:score`` when the score is above ``threshold``. Documents outside ``languages`` (or
-    without text) get a null score and are kept."""
+class Profanity(SpanScoreStage):
+    """Span-level calibrated P(offensive) from alt-profanity-check (signals and reasons:
+    ``stages.safety.SpanScoreStage``; columns ``profanity_score`` = highest sentence score,
+    ``profanity_spans``, ``profanity_flagged``, ``profanity_flagged_frac``,
+    ``profanity_flagged_char_frac``). Documents outside ``languages`` (or without text) get null
+    signals and are kept.
+
+    Thresholds: reject when one sentence scores above ``threshold`` = 0.98, or when more than
+    ``max_flagged`` = 2 sentences score above ``span_threshold`` = 0.5 (the package's own
+    ``predict`` cut-off). Chosen with ``nsfw``'s on the development half of the safety set: the
+    highest recall keeping false rejections of clean and benign dev pages <= 2%
+    (``benchmarks/bench_safety.py --sweep``); single sentences at 0.9-0.98 are mostly clinical or
+    idiomatic ("penis and vagina", "lipstick on a pig"). Test-half figures: README.
+    """
 
     name = "profanity"
-    fields: ClassVar[list[pa.Field]] = [pa.field("profanity_score", pa.float32())]
+    column = "profanity_score"
+    fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("profanity")
 
-    class Config(StageConfig):
-        #: Reject above this probability, in [0, 1]; None = annotate only. 0.5 is the package's own ``predict``.
-        threshold: Probability | None = 0.5
-        languages: list[str] = ["en"]
-        #: Score a prefix of this many characters, >= 1 (the tail of a 1 MB page adds nothing but time).
-        max_chars: PosInt = 100_000
+    class Config(SpanScoreConfig):
+        threshold: Probability | None = 0.98
+        max_flagged: NonNegInt | None = 2
 
     def setup(self) -> None:
         try:
@@ -53,24 +64,14 @@ class Profanity(Stage):
                               "alt-profanity-check==1.9.1; it needs scikit-learn==1.9.1)") from e
         self._predict = predict_prob
 
-    def scores(self, texts: list[str | None], langs: list[str | None] | None = None) -> list[float | None]:
-        """Score per text (None where skipped: no text, or a language not in ``languages``)."""
-        self.ensure_setup()
-        want = set(self.config.languages)
-        todo = [i for i, t in enumerate(texts)
-                if t and (langs is None or not want or (langs[i] or "").split("-")[0] in want)]
-        out: list[float | None] = [None] * len(texts)
-        if todo:
-            probs = np.asarray(self._predict([texts[i][: self.config.max_chars] for i in todo]), dtype=np.float64)
-            for i, p in zip(todo, probs.tolist()):
-                out[i] = p
-        return out
+    def score_spans(self, spans: list[str]) -> np.ndarray:
+        return np.asarray(self._predict(spans), dtype=np.float64)
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        texts = batch.column("text").to_pylist()
-        langs = batch.column("lang").to_pylist() if "lang" in batch.column_names else None
-        vals = self.scores(texts, langs)
-        thr = self.config.threshold
-        reasons = [f"{self.name}:score" if (v is not None and thr is not None and v > thr) else None for v in vals]
-        batch = with_column(batch, "profanity_score", vals, pa.float32())
-        return merge_reasons(batch, reasons)
+    def scores(self, texts: list[str | None], langs: list[str | None] | None = None) -> list[float | None]:
+        """Highest span score per text (None where skipped: no text, or a language not in ``languages``)."""
+        want = set(self.config.languages)
+        langs = langs if langs is not None else [None] * len(texts)
+        keep = [t if t and (not want or langs[i] is None or (langs[i] or "").split("-")[0] in want) else None
+                for i, t in enumerate(texts)]
+        mx = self.aggregate(keep, langs)["max"]
+        return [None if np.isnan(v) else float(v) for v in mx.tolist()]

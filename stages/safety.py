@@ -5,9 +5,17 @@
   (Aho-Corasick) in the URL.
 * ``ldnoobw``: count and fraction of LDNOOBW entries per document language (the C4 bad-words list,
   Raffel et al. 2020; RedPajama-v2's ``rps_doc_ldnoobw_words`` signal).
-* ``toxicity`` / ``nsfw``: any supervised fastText model scored on the document text (Dolma's
-  Jigsaw taggers do this with their ``toxic``/``nsfw`` bins); ``toxicity`` defaults to the model
-  shipped in ``classifiers/models/`` (see its MODEL_CARD.md for what it is and is not).
+* ``toxicity`` / ``nsfw`` (fastText) and ``profanity`` (``stages/profanity.py``): span-level.
+  The whole text is cut into sentences (:func:`split_spans`), every sentence is scored, and the
+  document gets aggregates: the maximum (``<stage>_score``), the number of spans, the number and
+  fraction of flagged spans and the fraction of characters in them, as Dolma's Jigsaw taggers
+  score sentences (Soldaini et al. 2024: ``jigsaw_hatespeech_sentence_v2``,
+  ``jigsaw_nsfw_sencence_v2``; OLMo's mixes dropped sentences above 0.4 with those models). One
+  toxic sentence in a long page therefore raises the page's score as much as it would alone.
+  Our thresholds are our models' own, chosen on the dev half of the safety set
+  (``benchmarks/bench_safety.py --sweep``) and stated in each stage's docstring. ``toxicity`` uses
+  ``classifiers/models/toxicity_weak_en.ftz``, ``nsfw`` ``nsfw_ut1_en.ftz`` (their MODEL_CARD.md
+  say what they are and what they are not).
 """
 from __future__ import annotations
 
@@ -16,11 +24,14 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
+import regex
+from pydantic import model_validator
 
 from datapipe.env import shared_data
-from datapipe.ranges import NonNegInt, PosInt, Probability
+from datapipe.ranges import NonNegInt, PosInt, Probability, check_order
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, texts_in_languages, with_column
 from datapipe.stages.lib import wordlists as wl
+from datapipe.stages.lib import words as wd
 
 
 def shared_path(p: str) -> Path:
@@ -190,7 +201,7 @@ class LDNOOBW(Stage):
 
 
 # ---------------------------------------------------------------------------------------------
-# fastText classifiers
+# fastText classifiers on the whole text (quality_classifier builds on this)
 
 
 def score_decision(score: float | None, threshold: float | None, reject_above: bool = True) -> bool:
@@ -201,7 +212,7 @@ def score_decision(score: float | None, threshold: float | None, reject_above: b
 
 
 class FastTextScoreStage(Stage):
-    """Base of stages that write one fastText probability column and may reject on it.
+    """Base of stages that write one fastText probability of the whole text and may reject on it.
 
     Subclasses set ``name``, ``column`` (float32 field), ``reject_above`` and a ``Config`` with
     ``model_path``, ``positive_label``, ``threshold``, ``languages`` (empty = all). Documents in
@@ -232,43 +243,277 @@ class FastTextScoreStage(Stage):
         return merge_reasons(batch, reasons)
 
 
-@register
-class Toxicity(FastTextScoreStage):
-    """``toxicity_score`` (float32, P(``positive_label``)) from a fastText model; reject above ``threshold``.
+# ---------------------------------------------------------------------------------------------
+# Span-level scoring (toxicity, nsfw; profanity in stages/profanity.py)
 
-    Default model: ``classifiers/models/toxicity_weak_en.ftz`` (weakly supervised, English; read its
-    MODEL_CARD.md). Dolma's Jigsaw ``jigsaw_fasttext_bigrams_hatespeech_final.bin`` works with
-    ``positive_label: toxic``. Reason: ``toxicity:score``.
+# Sentence ends as in words.py (the rule stages' segmentation), applied line by line.
+_SENT_END = regex.compile(wd._SENT_END)
+# A title before a name ("Dr. Smith") ends no sentence: the same list as words.py.
+_TITLE_END = regex.compile(wd._TITLE_ABBREV.removesuffix(r"\s+\S") + r"\s*$")
+_BREAKS = regex.compile(r"\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+
+
+def _units(piece: str, unsegmented: bool) -> int:
+    # Word units: whitespace words, or non-space characters in unspaced scripts (words.py's rule).
+    return sum(1 for ch in piece if not ch.isspace()) // 2 if unsegmented else len(piece.split())
+
+
+def split_spans(text: str, lang: str | None = None, min_words: int = 4, max_words: int = 64) -> list[str]:
+    """The scoring units of one text: sentences, at most ``max_words`` words, at least ``min_words``.
+
+    Lines are split at sentence ends (``words.py``: ``. ! ? …`` and their Devanagari, Arabic and
+    Ethiopic forms before a space or the line end, ``。！？`` anywhere; not after a title such as
+    ``Dr.``). A piece shorter than ``min_words`` is joined to the one before it (the first to the
+    one after it) while the result stays within ``max_words``: a 2-word menu line or "Kids love
+    it!" has too few features to be scored alone, and the models' false positives concentrate
+    there. A piece longer than ``max_words`` is cut into ``max_words`` windows, so that an
+    unpunctuated 2,000-word blob cannot dilute one slur. In
+    unspaced languages (``words.UNSEGMENTED``: zh, ja, th...) two characters count as one word.
+    """
+    unseg = wd.is_unsegmented(lang)
+    pieces: list[str] = []
+    for line in _BREAKS.split(text):
+        line = line.strip()
+        start = 0
+        for m in _SENT_END.finditer(line):
+            if _TITLE_END.search(line, start, m.end()):
+                continue
+            if line[start:m.end()].strip():
+                pieces.append(line[start:m.end()].strip())
+            start = m.end()
+        if line[start:].strip():
+            pieces.append(line[start:].strip())
+    merged: list[str] = []
+    sizes: list[int] = []
+    for piece in pieces:
+        n = _units(piece, unseg)
+        # Join only while the result fits one window: a window cut must never split a sentence
+        # that was joined to a run of short menu lines.
+        if merged and (n < min_words or sizes[-1] < min_words) and sizes[-1] + n <= max_words:
+            merged[-1] += " " + piece
+            sizes[-1] += n
+        else:
+            merged.append(piece)
+            sizes.append(n)
+    out: list[str] = []
+    for piece in merged:
+        if unseg:
+            lim = 2 * max_words
+            out += [piece[i:i + lim] for i in range(0, len(piece), lim)]
+        else:
+            w = piece.split()
+            if len(w) <= max_words:
+                out.append(piece)
+            else:
+                out += [" ".join(w[i:i + max_words]) for i in range(0, len(w), max_words)]
+    return out
+
+
+_SPAN_CACHE: dict[tuple, list[str]] = {}
+_SPAN_CACHE_SIZE = 1024
+
+
+def _cached_spans(text: str, lang: str | None, min_words: int, max_words: int) -> list[str]:
+    # The three span stages run one after the other on the same batch: segment each text once.
+    key = (text, lang, min_words, max_words)
+    hit = _SPAN_CACHE.get(key)
+    if hit is None:
+        if len(_SPAN_CACHE) >= _SPAN_CACHE_SIZE:
+            _SPAN_CACHE.clear()
+        hit = _SPAN_CACHE[key] = split_spans(text, lang, min_words, max_words)
+    return hit
+
+
+def span_aggregates(span_scores: np.ndarray, span_docs: np.ndarray, span_chars: np.ndarray,
+                    doc_chars: np.ndarray, n_docs: int, span_threshold: float) -> dict[str, np.ndarray]:
+    """Per-document aggregates of span scores (NaN / 0 for a document without spans).
+
+    ``max``: highest span score; ``spans``: spans scored; ``flagged``: spans scoring above
+    ``span_threshold``; ``flagged_frac``: flagged / spans; ``flagged_char_frac``: characters of the
+    flagged spans / characters of all spans.
+    """
+    mx = np.full(n_docs, -np.inf)
+    np.maximum.at(mx, span_docs, span_scores.astype(np.float64))
+    mx[np.isneginf(mx)] = np.nan
+    flagged = span_scores > span_threshold
+    n = np.bincount(span_docs, minlength=n_docs)
+    nf = np.bincount(span_docs, weights=flagged, minlength=n_docs)
+    cf = np.bincount(span_docs, weights=flagged * span_chars, minlength=n_docs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"max": mx, "spans": n, "flagged": nf.astype(np.int64),
+                "flagged_frac": np.where(n > 0, nf / np.maximum(n, 1), np.nan),
+                "flagged_char_frac": np.where(doc_chars > 0, cf / np.maximum(doc_chars, 1), np.nan)}
+
+
+class SpanScoreConfig(StageConfig):
+    """Shared by the span-level safety stages; each stage sets its own defaults (see its docstring)."""
+
+    #: Reject when the highest span score is above this, in [0, 1]; None = never.
+    threshold: Probability | None = 0.5
+    #: A span is "flagged" when its score is above this, in [0, 1] (counts and fractions).
+    span_threshold: Probability = 0.5
+    #: Reject when more than this many spans are flagged (>= 0); None = never.
+    max_flagged: NonNegInt | None = None
+    #: Reject when the flagged spans hold more than this fraction of the characters, in [0, 1]; None = never.
+    max_flagged_char_frac: Probability | None = None
+    languages: list[str] = ["en"]
+    #: Spans shorter than this many words are joined to a neighbour (>= 1); see ``split_spans``.
+    #: 4 was best of 3 / 4 / 6 on the safety set's dev half (3: short lines raise false rejections).
+    min_span_words: PosInt = 4
+    #: Longer spans are cut into windows of this many words (>= 1).
+    max_span_words: PosInt = 64
+    #: Score at most this many characters of a document (>= 1); None = the whole document.
+    max_chars: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _order(self):
+        return check_order(self, ("min_span_words", "max_span_words"))
+
+
+class SpanScoreStage(Stage):
+    """Base of the stages that score every span of a document and reject on the aggregates.
+
+    Subclasses set ``name``, ``column`` (= ``<name>_score``, the maximum), a ``Config`` derived
+    from :class:`SpanScoreConfig`, and implement ``score_spans(list[str]) -> float array``.
+    Signals (null for documents outside ``languages`` or without text, which are kept):
+    ``<name>_score`` (float32, max span score), ``<name>_spans`` (int32), ``<name>_flagged``
+    (int32), ``<name>_flagged_frac`` and ``<name>_flagged_char_frac`` (float32). Reasons, first
+    that applies: ``<name>:score`` (max > ``threshold``), ``<name>:flagged`` (flagged >
+    ``max_flagged``), ``<name>:flagged_frac`` (flagged char fraction > ``max_flagged_char_frac``).
+    """
+
+    column: ClassVar[str] = ""
+    reject_above: ClassVar[bool] = True
+    #: ``decide`` needs only the stored aggregates (``datapipe inspect --what-if``).
+    recomputable: ClassVar[bool] = True
+
+    @classmethod
+    def span_fields(cls, name: str) -> list[pa.Field]:
+        return [pa.field(f"{name}_score", pa.float32()), pa.field(f"{name}_spans", pa.int32()),
+                pa.field(f"{name}_flagged", pa.int32()), pa.field(f"{name}_flagged_frac", pa.float32()),
+                pa.field(f"{name}_flagged_char_frac", pa.float32())]
+
+    @classmethod
+    def decide(cls, signals: dict, config) -> str | None:
+        """Reason for one document's stored signals under ``config`` (see the class docstring)."""
+        lang = signals.get("lang")
+        if config.languages and lang is not None and lang not in config.languages:
+            return None
+        n = cls.name
+        if score_decision(signals.get(f"{n}_score"), config.threshold):
+            return f"{n}:score"
+        if score_decision(signals.get(f"{n}_flagged"), config.max_flagged):
+            return f"{n}:flagged"
+        if score_decision(signals.get(f"{n}_flagged_char_frac"), config.max_flagged_char_frac):
+            return f"{n}:flagged_frac"
+        return None
+
+    def score_spans(self, spans: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def spans_of(self, texts: list[str | None], langs: list[str | None]):
+        """(spans, document index per span, characters per span) of the texts that are not None."""
+        c = self.config
+        spans, docs = [], []
+        for i, (t, lg) in enumerate(zip(texts, langs)):
+            if t:
+                ss = _cached_spans(t[: c.max_chars] if c.max_chars else t, lg, c.min_span_words, c.max_span_words)
+                spans += ss
+                docs += [i] * len(ss)
+        chars = np.fromiter((len(x) for x in spans), dtype=np.float64, count=len(spans))
+        return spans, np.asarray(docs, dtype=np.int64), chars
+
+    def aggregate(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
+        """The per-document signals (numpy, NaN = null) of ``texts``; see :func:`span_aggregates`."""
+        self.ensure_setup()
+        spans, docs, chars = self.spans_of(texts, langs)
+        scores = self.score_spans(spans) if spans else np.zeros(0)
+        scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0)
+        doc_chars = np.bincount(docs, weights=chars, minlength=len(texts))
+        agg = span_aggregates(scores, docs, chars, doc_chars, len(texts), self.config.span_threshold)
+        none = np.array([not t for t in texts], dtype=bool)
+        for k in agg:
+            agg[k] = np.where(none, np.nan, agg[k].astype(np.float64))
+        return agg
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        c = self.config
+        texts = texts_in_languages(batch, c.languages)
+        langs = batch.column("lang").to_pylist() if "lang" in batch.column_names else [None] * len(texts)
+        agg = self.aggregate(texts, langs)
+        n = self.name
+        cols = {f"{n}_score": agg["max"], f"{n}_spans": agg["spans"], f"{n}_flagged": agg["flagged"],
+                f"{n}_flagged_frac": agg["flagged_frac"], f"{n}_flagged_char_frac": agg["flagged_char_frac"]}
+        for f in self.fields:
+            batch = with_column(batch, f.name, wd.to_arrow(cols[f.name], f.type), f.type)
+        reasons = []
+        for i in range(len(texts)):
+            sig = {k: (None if v[i] != v[i] else float(v[i])) for k, v in cols.items()}
+            sig["lang"] = langs[i]
+            reasons.append(self.decide(sig, c) if texts[i] else None)
+        return merge_reasons(batch, reasons)
+
+
+class FastTextSpanStage(SpanScoreStage):
+    """A span stage scoring with a fastText model (``model_path``, ``positive_label`` in its Config)."""
+
+    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
+
+    def setup(self) -> None:
+        from datapipe.classifiers.model import load_classifier
+
+        c = self.config
+        if not c.model_path:
+            raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")
+        self._clf = load_classifier(c.model_path, c.positive_label or None)
+
+    def score_spans(self, spans: list[str]) -> np.ndarray:
+        return self._clf.score(spans)
+
+
+@register
+class Toxicity(FastTextSpanStage):
+    """Span-level toxicity from a fastText model (signals and reasons: :class:`SpanScoreStage`).
+
+    Default model ``classifiers/models/toxicity_weak_en.ftz``: weak labels from the insult,
+    profanity and slur entries of the English LDNOOBW list, obfuscation-aware (read its
+    MODEL_CARD.md). Dolma's ``jigsaw_fasttext_bigrams_hatespeech_final.bin`` works with
+    ``positive_label: toxic``. ``threshold`` defaults to None (signals only): on the development
+    half of the safety set no threshold of this model keeps false rejections of clean and benign
+    pages <= 2% (0.995: 2.3%, recall on inserted toxic sentences 0.77; ``benchmarks/bench_safety.py
+    --sweep``), its character n-grams firing on words that share letters with listed ones
+    ("whole", "towel", "Scunthorpe"); ``profanity`` does the rejecting. ``span_threshold`` 0.5 is
+    the model's argmax.
     """
 
     name = "toxicity"
     column = "toxicity_score"
-    fields: ClassVar[list[pa.Field]] = [pa.field("toxicity_score", pa.float32())]
+    fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("toxicity")
 
-    class Config(StageConfig):
+    class Config(SpanScoreConfig):
         model_path: str = "toxicity_weak_en.ftz"
         positive_label: str = "toxic"
-        #: Reject above this probability, in [0, 1]; None = annotate only. Default 0.5 = the model's argmax.
-        threshold: Probability | None = 0.5
-        languages: list[str] = ["en"]
+        threshold: Probability | None = None
 
 
 @register
-class NSFW(FastTextScoreStage):
-    """``nsfw_score`` (float32) from a user-supplied fastText NSFW model; reject above ``threshold``.
+class NSFW(FastTextSpanStage):
+    """Span-level sexual-content score from a fastText model (signals and reasons: :class:`SpanScoreStage`).
 
-    No model ships (none with a shippable licence exists on disk): set ``model_path`` to e.g. Dolma's
-    ``jigsaw_fasttext_bigrams_nsfw_final.bin`` (labels ``nsfw``/``non-nsfw``). Reason: ``nsfw:score``.
+    Default model ``classifiers/models/nsfw_ut1_en.ftz``: titles of the URLs on the UT1 adult list
+    against sentences of ordinary pages, clinical and identity words neutralised (read its
+    MODEL_CARD.md). Dolma's ``jigsaw_fasttext_bigrams_nsfw_final.bin`` works with ``positive_label:
+    nsfw``. ``threshold`` 0.95: with ``profanity``'s defaults the highest recall on the development
+    half of the safety set that keeps false rejections of its clean and benign pages <= 2%
+    (``benchmarks/bench_safety.py --sweep``; test-half figures in the README).
     """
 
     name = "nsfw"
     column = "nsfw_score"
-    fields: ClassVar[list[pa.Field]] = [pa.field("nsfw_score", pa.float32())]
-    how_to_get: ClassVar[str] = ("Download Dolma's Jigsaw NSFW fastText model (jigsaw_fasttext_bigrams_nsfw_final.bin, "
-                                 "as CS336 assignment 4 does) and set nsfw.model_path.")
+    fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("nsfw")
+    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train nsfw` and set nsfw.model_path."
 
-    class Config(StageConfig):
-        model_path: str | None = None
+    class Config(SpanScoreConfig):
+        model_path: str | None = "nsfw_ut1_en.ftz"
         positive_label: str = "nsfw"
-        threshold: Probability | None = 0.5  # in [0, 1], as toxicity's
-        languages: list[str] = ["en"]
+        threshold: Probability | None = 0.95

@@ -17,7 +17,7 @@ CS336 = shared_data() / "golden" / "cs336_a4"
 
 
 def test_shipped_models_small_with_cards():
-    for name in ("quality_wiki_cc", "toxicity_weak_en"):
+    for name in ("quality_wiki_cc", "toxicity_weak_en", "nsfw_ut1_en"):
         model = MODELS_DIR / f"{name}.ftz"
         assert model.stat().st_size < 2_000_000
         meta = json.loads(model.with_suffix(".json").read_text())
@@ -85,8 +85,9 @@ def test_toxicity_model_on_jigsaw_and_obfuscations():
     texts, y = read_jigsaw()
     assert len(texts) == 101 and sum(y) == 13
     m = jigsaw_metrics("toxicity_weak_en.ftz")
-    # Measured (see MODEL_CARD): model P 0.75 R 0.46 AUC 0.68; LDNOOBW-any P 0.64 R 0.54.
-    assert m["model"]["precision"] >= 0.7 and m["model"]["recall"] >= 0.4 and m["model"]["auc"] >= 0.65
+    # Measured (see MODEL_CARD): model P 0.53 R 0.69 AUC 0.80 (the previous model: P 0.75 R 0.46
+    # AUC 0.68); LDNOOBW-any P 0.64 R 0.54.
+    assert m["model"]["precision"] >= 0.5 and m["model"]["recall"] >= 0.65 and m["model"]["auc"] >= 0.78
     clf = load_classifier("toxicity_weak_en.ftz")
     s = clf.score(["what a f*ck1ng mess", "this is sh1t", "the weather is nice today"])
     assert s[0] > 0.5 and s[1] > 0.5 and s[2] < 0.5
@@ -114,3 +115,38 @@ def test_two_trainings_in_one_process_are_identical(tmp_path):
     train_binary(pos, neg, tmp_path / "a.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
     train_binary(pos, neg, tmp_path / "b.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
     assert (tmp_path / "a.ftz").read_bytes() == (tmp_path / "b.ftz").read_bytes()
+
+
+def test_toxicity_model_ignores_sexual_and_clinical_topics():
+    # Weak labels come from PROFANITY_TIER only: "sex" (0.967 with the previous model) is no evidence.
+    s = load_classifier("toxicity_weak_en.ftz").score(
+        ["Sex education is taught in year nine.", "The urologist examined the penis for signs of infection.",
+         "He was sentenced to twelve years in prison for rape.", "you stupid fucking bitch"])
+    assert s[0] < 0.1 and s[1] < 0.1 and s[2] < 0.1 and s[3] > 0.9
+
+
+def test_nsfw_model_sentences():
+    clf = load_classifier("nsfw_ut1_en.ftz")
+    assert clf.preprocessing == "datapipe-v1-words" and clf.positive_label == "nsfw"
+    s = clf.score(["Horny teen sluts sucking cock in free xxx videos.", "Watch this busty milf get fucked hard!",
+                   "Sex education is taught in year nine.", "Lesbian and gay couples may adopt children.",
+                   "The committee approved the budget for the new library."])
+    assert s[0] > 0.95 and s[1] > 0.95
+    assert s[2] < 0.1 and s[3] < 0.1 and s[4] < 0.1  # clinical and identity words carry no NSFW weight
+    meta = json.loads((MODELS_DIR / "nsfw_ut1_en.json").read_text())
+    assert meta["metrics"]["auc"] >= 0.99 and meta["metrics"]["n_pos"] > 500
+
+
+def test_ut1_titles_and_page_split():
+    titles = data.read_source("ut1-titles:" + str(shared_data() / "blocklists" / "ut1_adult_url_filterblacklistsv0_3_0.tar.gz"))
+    assert len(titles) == 7562 and all(len(t.split()) >= 4 for _, t in titles)
+    assert data.page_split("https://example.org/") in ("dev", "test")
+    # Same rule as the PII span set: sha1 first hex digit 0-7 = dev.
+    import hashlib
+
+    u = "https://www.bbc.com/news/newsbeat-50470672"
+    assert (data.page_split(u) == "dev") == (hashlib.sha1(u.encode()).hexdigest()[0] in "01234567")
+
+
+def test_preprocess_words_drops_punctuation():
+    assert preprocess("Hello, f*ck! you.. 2019", "datapipe-v1-words") == "hello f*ck you 0000"

@@ -1,4 +1,4 @@
-"""URL block list, LDNOOBW counts, fastText toxicity stage."""
+"""URL block list, LDNOOBW counts, span-level toxicity / NSFW / profanity stages and issue 15's probes."""
 from __future__ import annotations
 
 import tarfile
@@ -6,11 +6,13 @@ import tarfile
 import numpy as np
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
 
 from datapipe.env import shared_data
 from datapipe.stage import registry
 from datapipe.stages.lib import wordlists as wl
-from datapipe.stages.safety import LDNOOBW, URLBlocklist, Toxicity, ldnoobw_decision, score_decision, url_decision
+from datapipe.stages.safety import (LDNOOBW, NSFW, URLBlocklist, Toxicity, ldnoobw_decision, score_decision,
+                                    span_aggregates, split_spans, url_decision)
 
 UT1 = shared_data() / "blocklists" / "ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
 
@@ -116,13 +118,173 @@ def test_decision_functions():
 def test_toxicity_stage_shipped_model():
     texts = ["what a fucking mess, you stupid shit", "The committee approved the budget for the new library.",
              "line one\nline two fuck\n", "Ein ganz normaler deutscher Satz."]
-    out = Toxicity()(_batch(texts=texts, langs=["en", "en", "en", "de"]))
+    out = Toxicity(Toxicity.Config(threshold=0.5))(_batch(texts=texts, langs=["en", "en", "en", "de"]))
     s = out.column("toxicity_score").to_pylist()
     assert s[0] > 0.5 and s[1] < 0.5 and s[2] > 0.5   # newlines do not reach fastText
     assert s[3] is None                                # not English: no score, kept
+    assert out.column("toxicity_spans").to_pylist() == [1, 1, 1, None]
     assert out.column("reject_reason").to_pylist() == ["toxicity:score", None, "toxicity:score", None]
+    # Default: signals only (see the Toxicity docstring for why).
+    assert Toxicity()(_batch(texts=texts[:1])).column("reject_reason").to_pylist() == [None]
 
 
-def test_nsfw_requires_model():
+def test_nsfw_requires_model_path():
     with pytest.raises(FileNotFoundError, match="model_path"):
-        registry()["nsfw"]().setup()
+        NSFW(NSFW.Config(model_path=None)).setup()
+
+
+# --- segmentation and aggregates ------------------------------------------------------------
+
+
+def test_split_spans_sentences_titles_windows():
+    text = ("Dr. Smith arrived at the clinic on Monday morning. She saw twelve patients before noon! "
+            "Was it enough?\nHome\nThe second paragraph has a sentence of its own here.")
+    assert split_spans(text, "en") == [
+        "Dr. Smith arrived at the clinic on Monday morning.",          # no split after the title
+        "She saw twelve patients before noon! Was it enough? Home",    # short pieces joined to the one before
+        "The second paragraph has a sentence of its own here."]
+    long = " ".join(f"w{i}" for i in range(150))                       # no punctuation at all
+    spans = split_spans(long, "en")
+    assert [len(x.split()) for x in spans] == [64, 64, 22]
+    # A short piece is never joined past the window, so no sentence is cut by the window.
+    menu = "\n".join(["Menu item"] * 40) + "\nYou are a worthless fucking idiot and nobody likes you at all."
+    assert split_spans(menu, "en")[-1].endswith("You are a worthless fucking idiot and nobody likes you at all.")
+    assert all(len(x.split()) <= 64 for x in split_spans(menu, "en"))
+
+
+def test_split_spans_unspaced_language():
+    zh = "这是第一句话，内容比较长一些。这是第二句话，内容也比较长。好！"
+    spans = split_spans(zh, "zh")
+    assert spans == ["这是第一句话，内容比较长一些。", "这是第二句话，内容也比较长。 好！"]
+
+
+def test_span_aggregates_hand_worked():
+    scores = np.array([0.9, 0.1, 0.6, 0.2])
+    docs = np.array([0, 0, 0, 2])
+    chars = np.array([10.0, 30.0, 60.0, 5.0])
+    agg = span_aggregates(scores, docs, chars, np.array([100.0, 0.0, 5.0]), 3, 0.5)
+    assert agg["max"][0] == pytest.approx(0.9) and np.isnan(agg["max"][1]) and agg["max"][2] == pytest.approx(0.2)
+    assert agg["spans"].tolist() == [3, 0, 1] and agg["flagged"].tolist() == [2, 0, 0]
+    assert agg["flagged_frac"][0] == pytest.approx(2 / 3)
+    assert agg["flagged_char_frac"][0] == pytest.approx(0.7) and agg["flagged_char_frac"][2] == 0.0
+
+
+def test_decide_rules_and_what_if_contract():
+    cfg = Toxicity.Config(threshold=0.9, max_flagged=2, max_flagged_char_frac=0.3)
+    assert Toxicity.decide({"toxicity_score": 0.95, "lang": "en"}, cfg) == "toxicity:score"
+    assert Toxicity.decide({"toxicity_score": 0.8, "toxicity_flagged": 3, "lang": "en"}, cfg) == "toxicity:flagged"
+    assert Toxicity.decide({"toxicity_score": 0.8, "toxicity_flagged": 1, "toxicity_flagged_char_frac": 0.5,
+                            "lang": "en"}, cfg) == "toxicity:flagged_frac"
+    assert Toxicity.decide({"toxicity_score": 0.99, "lang": "de"}, cfg) is None   # not a scored language
+    assert Toxicity.decide({"toxicity_score": None, "lang": "en"}, cfg) is None
+    # The stage's own verdict equals decide() on its stored signals.
+    batch = _batch(texts=["You are a stupid fucking idiot.", "A calm sentence about the weather today."])
+    out = Toxicity(Toxicity.Config(threshold=0.5))(batch).to_pylist()
+    for row in out:
+        assert Toxicity.decide(row, Toxicity.Config(threshold=0.5)) == row["reject_reason"]
+    with pytest.raises(ValidationError, match="min_span_words"):
+        Toxicity.Config(min_span_words=10, max_span_words=5)
+
+
+# --- issue 15's probes (scores from the issue are the old whole-document stages') ---------------
+
+CLEAN = (shared_data() / "golden" / "cs336_a4" / "high_quality_wiki_reference.txt").read_text()
+CLEAN_372 = " ".join(CLEAN.split()[:372])
+OBSCENE = ["Watch her suck his cock until he cums.", "She spread her legs and he fucked her hard.",
+           "Hot sluts get fucked in every hole.", "He licked her wet pussy all night.",
+           "She rode his huge dick in the shower.", "Horny babes suck cock in free porn videos.",
+           "He came all over her big tits.", "She fingered her pussy on webcam.",
+           "They fucked on the kitchen table.", "Her tits bounced as he pounded her."]
+
+
+@pytest.fixture(scope="module")
+def main_chain():
+    """The safety stages with the main manifest's configs."""
+    from pathlib import Path
+
+    import yaml
+
+    m = yaml.safe_load((Path(__file__).resolve().parent.parent / "manifests" / "cc-2026.yaml").read_text())
+    cfgs = {k: (v or {}) for st in m["stages"] for k, v in st.items()}
+    reg = registry()
+    return [reg[n](reg[n].Config(**cfgs[n])) for n in ("toxicity", "nsfw", "profanity")]
+
+
+def run_chain(chain, texts):
+    """(reason per text: first stage's reason or None, {stage: table})."""
+    batch = _batch(texts=texts)
+    outs = {st.name: st(batch) for st in chain}
+    reasons = []
+    for i in range(len(texts)):
+        rs = [outs[st.name].column("reject_reason")[i].as_py() for st in chain]
+        reasons.append(next((r for r in rs if r), None))
+    return reasons, outs
+
+
+def test_probe_rude_fuck_alone_and_in_a_long_page(main_chain):
+    texts = ["What a rude fuck.", "What a rude fuck. The committee approved the budget for the new library.",
+             CLEAN_372 + "\nWhat a rude fuck.\n" + CLEAN_372]
+    reasons, outs = run_chain(main_chain, texts)
+    assert all(reasons), reasons                         # flagged alone, with a clean sentence, in a long page
+    prof = outs["profanity"].column("profanity_score").to_pylist()
+    assert min(prof) > 0.98                               # was 0.970 alone and 0.008 with one clean sentence
+
+
+def test_probe_ten_obscene_sentences_after_372_clean_words(main_chain):
+    reasons, outs = run_chain(main_chain, [CLEAN_372, CLEAN_372 + "\n" + "\n".join(OBSCENE)])
+    assert reasons[0] is None and reasons[1] is not None
+    assert outs["nsfw"].column("nsfw_flagged").to_pylist()[1] >= 5
+    assert outs["profanity"].column("profanity_flagged").to_pylist()[1] >= 5
+
+
+def test_probe_sex_education_kept_insult_flagged(main_chain):
+    texts = ["Sex education is taught in year nine.",
+             "You are a worthless fucking idiot, nobody wants you here. I hope you die."]
+    reasons, outs = run_chain(main_chain, texts)
+    assert reasons[0] is None and reasons[1] is not None   # flagged (nsfw also fires on "fucking")
+    assert outs["toxicity"].column("toxicity_score").to_pylist()[0] < 0.1   # the old model gave 0.967
+    assert outs["nsfw"].column("nsfw_score").to_pylist()[0] < 0.1
+
+
+def test_probe_three_toxic_among_hundred_clean(main_chain):
+    clean = [s for s in split_spans(CLEAN, "en") if len(s.split()) >= 8][:100]
+    toxic = ["You are a pathetic fucking moron.", "Shut up, you stupid bitch.", "This is total bullshit, you asshole."]
+    doc = clean[:30] + [toxic[0]] + clean[30:60] + [toxic[1]] + clean[60:] + [toxic[2]]
+    reasons, outs = run_chain(main_chain, [" ".join(doc)])
+    assert reasons[0] is not None
+    # The profanity stage alone rejects it (the old whole-document score was 0.024).
+    assert outs["profanity"].column("reject_reason").to_pylist() == ["profanity:score"]
+    assert outs["profanity"].column("profanity_flagged").to_pylist()[0] >= 3
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_toxic_content_anywhere_raises_the_aggregate(main_chain, where):
+    # 10,600 clean words; one toxic and one sexual sentence at the start, the middle or the end.
+    lines = CLEAN.split("\n")
+    at = {"start": 0, "middle": len(lines) // 2, "end": len(lines)}[where]
+    for bad in ("You are a worthless fucking idiot and nobody likes you.",
+                "Horny sluts get fucked hard in free xxx porn videos."):
+        text = "\n".join(lines[:at] + [bad] + lines[at:])
+        reasons, outs = run_chain(main_chain, [CLEAN, text])
+        assert reasons == [None, reasons[1]] and reasons[1] is not None, (where, bad)
+        prof, nsfw = main_chain[2], main_chain[1]
+        assert (outs["profanity"].column("profanity_score")[1].as_py() > prof.config.threshold
+                or outs["nsfw"].column("nsfw_score")[1].as_py() > nsfw.config.threshold)
+
+
+def test_safety_set_test_split_figures():
+    """The test half of the safety set (benchmarks/safety_set.py): floors = measured values rounded
+    down (README "Safety"); the dev half chose the thresholds."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import bench_safety
+
+    res = bench_safety.evaluate("test", bench_safety._manifest_chain())
+    chain = res["new"]["chain"]
+    assert chain["recall"]["rate"] >= 0.89 and chain["recall_sexual"]["rate"] >= 0.93
+    assert chain["recall_toxic"]["rate"] >= 0.85
+    assert chain["false_rejection"]["rate"] <= 0.025 and chain["false_rejection_benign"]["rate"] == 0.0
+    # The whole-document stages it replaced caught almost nothing on the same pages.
+    assert res["old"]["chain"]["recall"]["rate"] <= 0.05
