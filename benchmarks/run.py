@@ -40,7 +40,8 @@ HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "rules": "bench_rules.py",  # rules: pins itself to core 0; datatrove peer inside
            "extraction": "bench_extraction.py",  # quality + docs/s vs trafilatura; pins itself to one core
            "retune": "bench_retune.py",  # late-stage threshold change vs the full run, main manifest
-           "pii": "bench_pii.py"}  # PII test-split P/R, new stage vs the previous one, live
+           "pii": "bench_pii.py",  # PII test-split P/R, new stage vs the previous one, live
+           "safety": "bench_safety.py"}  # safety test set recall / false rejection, new vs whole-document scoring
 HELPER_TIMEOUT_S = 420
 HELPER_TIMEOUTS = {"extraction": 1200}  # trafilatura: 3 passes over 1,171 pages at ~20 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",

@@ -106,9 +106,6 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
     from datapipe.stage import registry
 
     reg = registry()
-    edit_at = next((i for i, n in enumerate(new) if "text" in getattr(reg[n], "edits", ())), None)
-    if edit_at is not None:
-        start = min(start, edit_at)  # stored text is edited: rerun from the first stage that edits it
     if k == 1 or any("payload" in getattr(reg[n], "needs", ()) for n in new[start:]):
         return TaskPlan(spec, "read", why + " (a stage that needs the raw record reruns: file read again)")
     return TaskPlan(spec, "rerun", why + (f" (rerun from {new[start]} on stored rows)" if start < len(new)

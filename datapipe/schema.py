@@ -1,8 +1,9 @@
 """The Arrow schemas of a run, in one place.
 
 Every shard of a run (``documents/``, ``rejected/``, ``errors/``) has exactly the same schema:
-the base document fields below, then the signal fields of each stage in manifest order, then the
-decision fields. Columns a stage never reached are null, never missing.
+the base document fields below, then the signal fields of each stage in manifest order (and the
+``text_before_<stage>`` snapshot of each stage that edits the text), then the decision fields.
+Columns a stage never reached are null, never missing. ``documents/`` drops the snapshots.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ BASE_FIELDS: list[pa.Field] = [
     pa.field("payload_bytes", pa.int64()),
     pa.field("metadata", pa.string()),        # text inputs: the input fields kept, as a JSON object
     pa.field("text", pa.string()),
-    pa.field("text_before_edits", pa.string()),  # text entering the first stage that edits it; null if unchanged
     pa.field("lang", pa.string()),
     pa.field("lang_score", pa.float32()),
 ]
@@ -64,10 +64,32 @@ def document_schema(stages) -> pa.Schema:
                 continue
             seen[f.name] = f
             fields.append(f)
+        if "text" in getattr(st, "edits", ()):
+            snap = snapshot_column(st.name)
+            if snap not in seen:
+                seen[snap] = pa.field(snap, pa.string())
+                fields.append(seen[snap])
     for f in DECISION_FIELDS:
         if f.name not in seen:
             fields.append(f)
     return pa.schema(fields)
+
+
+#: Prefix of the per-stage text snapshots (phase-1 shards only; never in ``documents/``).
+SNAPSHOT_PREFIX = "text_before_"
+
+
+def snapshot_column(stage_name: str) -> str:
+    """``text_before_<stage>``: the text as it entered a stage that edits it (``Stage.edits``),
+    null where that stage left it unchanged. Lets a rerun start at any stage from stored rows."""
+    return f"{SNAPSHOT_PREFIX}{stage_name}"
+
+
+def without_snapshots(table: pa.Table) -> pa.Table:
+    """``table`` without its text snapshots: they may hold text before PII masking, so the
+    published documents (and dedup's rejections) never carry them."""
+    drop = [c for c in table.column_names if c.startswith(SNAPSHOT_PREFIX)]
+    return table.drop_columns(drop) if drop else table
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -42,8 +42,8 @@ class Stage:
     #: reruns such a stage rereads the input file; other changes rerun from stored rows.
     needs: ClassVar[tuple[str, ...]] = ()
     #: Stored columns this stage rewrites (``text``: c4's line filter, PII masking). The text as it
-    #: entered the chain's first such stage is kept in ``text_before_edits``, so a rerun from stored
-    #: rows starts from the text that stage saw.
+    #: entered such a stage is kept in ``text_before_<name>`` where the stage changed it, so a rerun
+    #: from stored rows can start at any stage with the text that stage saw.
     edits: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: StageConfig | None = None):

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from datapipe.io.parquet import join, read_json, remove_file, write_json_atomic, write_table_atomic
 from datapipe.io.readers import TEXT_FORMATS, ReadItem, detect_format, read_input
 from datapipe.ledger import Ledger
-from datapipe.schema import PAYLOAD_FIELD, conform, document_schema
+from datapipe.schema import PAYLOAD_FIELD, conform, document_schema, snapshot_column
 from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 
 log = logging.getLogger("datapipe")
@@ -176,16 +176,6 @@ def canonical_order(table: pa.Table) -> pa.Table:
     return table.sort_by([("warc_offset", "ascending"), ("id", "ascending")])
 
 
-def unchanged_text_as_null(table: pa.Table) -> pa.Table:
-    """``text_before_edits`` is null where no stage changed the text (no second copy stored)."""
-    if "text_before_edits" not in table.column_names or table.num_rows == 0:
-        return table
-    tbe, text = table.column("text_before_edits"), table.column("text")
-    same = pc.fill_null(pc.equal(tbe, text), False)
-    return with_column(table, "text_before_edits", pc.if_else(same, pa.nulls(table.num_rows, pa.string()), tbe),
-                       pa.string())
-
-
 class TaskOutputs:
     """The rows of one task, gathered per kind and written at ``commit`` in canonical order.
 
@@ -213,7 +203,7 @@ class TaskOutputs:
         so = self.spec.storage_options
         for kind in KINDS:
             if self.parts[kind]:
-                t = unchanged_text_as_null(canonical_order(pa.concat_tables(self.parts[kind])))
+                t = canonical_order(pa.concat_tables(self.parts[kind]))
                 write_table_atomic(self.url(kind), t, so, ROW_GROUP_ROWS)
                 files[kind] = True
             else:
@@ -268,9 +258,15 @@ def payload_needed_until(chain: list[Stage]) -> int:
     return last
 
 
-def first_text_edit(chain: list[Stage]) -> int | None:
-    """Index of the chain's first stage that rewrites ``text``, or None."""
-    return next((i for i, st in enumerate(chain) if "text" in getattr(st, "edits", ())), None)
+def edits_text(st) -> bool:
+    return "text" in getattr(st, "edits", ())
+
+
+def _snapshot_if_changed(table: pa.Table, column: str) -> pa.Table:
+    """Keep the snapshot only where the stage changed the text (no second copy otherwise)."""
+    snap, text = table.column(column), table.column("text")
+    same = pc.fill_null(pc.equal(snap, text), False)
+    return with_column(table, column, pc.if_else(same, pa.nulls(table.num_rows, pa.string()), snap), pa.string())
 
 
 def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, out: TaskOutputs,
@@ -281,19 +277,21 @@ def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, 
     (message truncated), logged once per stage per task with its traceback.
     """
     drop_payload_after = payload_needed_until(chain)
-    edit_at = first_text_edit(chain)
     for i in range(start, len(chain)):
         st = chain[i]
         if table.num_rows == 0:
             ledger.record(st.name, 0, 0)
             continue
-        if i == edit_at:
-            table = with_column(table, "text_before_edits", table.column("text"), pa.string())
+        snap = snapshot_column(st.name) if edits_text(st) else None
+        if snap:
+            table = with_column(table, snap, table.column("text"), pa.string())
         t0 = time.perf_counter()
         try:
             result = st(table)
             if result.num_rows != table.num_rows:
                 raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {table.num_rows}")
+            if snap:
+                result = _snapshot_if_changed(result, snap)
         except Exception as e:  # noqa: BLE001 - a stage bug on a batch must not lose its rows
             detail = " ".join(str(e).split())[:_DETAIL_CHARS]
             reason = f"{st.name}:exception:{type(e).__name__}" + (f": {detail}" if detail else "")

@@ -25,23 +25,24 @@ import pyarrow.parquet as pq
 
 from datapipe.io.parquet import fs_and_path
 from datapipe.ledger import Ledger, StageCounts
-from datapipe.schema import conform
+from datapipe.schema import conform, snapshot_column
 from datapipe.stage import Stage
-from datapipe.task import (TaskOutputs, TaskSpec, _report_progress, canonical_order, first_text_edit,
-                           marker_url, remove_file, run_stages, task_record)
+from datapipe.task import (TaskOutputs, TaskSpec, _report_progress, canonical_order, marker_url,
+                           remove_file, run_stages, task_record)
 
 log = logging.getLogger("datapipe")
 _DECISIONS = ("reject_reason", "reject_stage", "error_reason", "error_stage", "duplicate_of")
 
 
-def _read(out: TaskOutputs, kind: str, present: bool) -> pa.Table | None:
-    """The stored shard of ``kind`` conformed to the new schema; None if it should exist and does not."""
+def _read(out: TaskOutputs, kind: str, present: bool, editors: list[str]) -> pa.Table | None:
+    """The stored shard of ``kind`` with its text as stage ``start`` saw it, conformed to the new
+    schema; None if it should exist and does not."""
     if not present:
         return out.schema.empty_table()
     fs, path = fs_and_path(out.url(kind), out.spec.storage_options)
     if not fs.exists(path):
         return None
-    return conform(pq.read_table(path, filesystem=fs), out.schema)
+    return conform(_restore_text(pq.read_table(path, filesystem=fs), editors), out.schema)
 
 
 def _clear(t: pa.Table, stages: list[Stage]) -> pa.Table:
@@ -49,6 +50,7 @@ def _clear(t: pa.Table, stages: list[Stage]) -> pa.Table:
     fresh read would hand them to the first of those stages."""
     cols = set(_DECISIONS) | {f.name for st in stages for f in getattr(st, "fields", [])}
     cols |= {c for st in stages for c in getattr(st, "edits", ()) if c != "text"}  # text: _restore_text
+    cols |= {snapshot_column(st.name) for st in stages if "text" in getattr(st, "edits", ())}
     for col in sorted(cols):
         i = t.schema.get_field_index(col)
         if i >= 0:
@@ -70,22 +72,22 @@ def _stage_positions(col: pa.ChunkedArray, pos: dict[str, int]) -> np.ndarray | 
     return out
 
 
-def _restore_text(t: pa.Table) -> pa.Table:
-    """Text as it entered the first editing stage; ``text_before_edits`` cleared (set again there)."""
-    tbe = t.column("text_before_edits")
-    t = t.set_column(t.schema.get_field_index("text"), t.schema.field("text"), pc.coalesce(tbe, t.column("text")))
-    i = t.schema.get_field_index("text_before_edits")
-    return t.set_column(i, t.schema.field(i), pa.nulls(t.num_rows, pa.string()))
+def _restore_text(t: pa.Table, editors: list[str]) -> pa.Table:
+    """The text as it entered the first of ``editors`` (old-chain stages at or after the rerun's
+    start that edit the text): the first non-null of their snapshots, in chain order, else the
+    stored text (none of them changed it)."""
+    cols = [t.column(snapshot_column(n)) for n in editors if snapshot_column(n) in t.column_names]
+    if not cols:
+        return t
+    i = t.schema.get_field_index("text")
+    return t.set_column(i, t.schema.field(i), pc.coalesce(*cols, t.column("text")))
 
 
 def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], schema: pa.Schema) -> dict | None:
     """Rerun ``chain[start:]`` on the stored rows of ``spec``'s task; return its success record or None.
 
-    When a stage before ``start`` edits the text, the rerun starts at the first such stage (the
-    stored text is the edited one; ``text_before_edits`` holds what that stage saw)."""
-    edit_at = first_text_edit(chain)
-    if edit_at is not None:
-        start = min(start, edit_at)
+    Rows re-enter with the text stage ``start`` saw: edits by later stages of the old chain are
+    undone from their ``text_before_<stage>`` snapshots."""
     if any("payload" in getattr(st, "needs", ()) for st in chain[start:]):
         return None
     old_names = done.get("stage_names") or []
@@ -96,9 +98,12 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     pos = {n: i for i, n in enumerate(old_names)}
     out = TaskOutputs(spec, schema)
     files = done.get("files") or {}
-    kept = _read(out, "kept", files.get("kept", False))
-    rej = _read(out, "rejected", files.get("rejected", False))
-    err = _read(out, "errors", files.get("errors", False))
+    from datapipe.stage import registry
+
+    reg = registry()
+    editors = [n for n in old_names[start:] if n in reg and "text" in getattr(reg[n], "edits", ())]
+    stored = {k: _read(out, k, files.get(k, False), editors) for k in ("kept", "rejected", "errors")}
+    kept, rej, err = stored["kept"], stored["rejected"], stored["errors"]
     if kept is None or rej is None or err is None:
         return None
     t0 = time.perf_counter()
@@ -113,10 +118,11 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     if len(set(ids)) != len(ids):
         return None
     rank = {d: r for r, d in enumerate(ids)}
+    # Rows decided before ``start`` never reached the editors being undone: their text is as stored.
     out.write("rejected", rej.filter(pa.array(rej_pos < start)))
     out.write("errors", err.filter(pa.array(err_pos < start)))
-    live = canonical_order(_restore_text(_clear(pa.concat_tables(
-        [kept, rej.filter(pa.array(rej_pos >= start)), err.filter(pa.array(err_pos >= start))]), chain[start:])))
+    live = canonical_order(_clear(pa.concat_tables(
+        [kept, rej.filter(pa.array(rej_pos >= start)), err.filter(pa.array(err_pos >= start))]), chain[start:]))
 
     old = Ledger.from_dict(done["ledger"])
     ledger = Ledger()

@@ -238,10 +238,10 @@ def _rows_reaching(run_dir: Path, stage: str) -> pa.Table:
     rej = _table(run_dir, "rejected")
     rej = rej.filter(pc.is_in(rej.column("reject_stage"), value_set=pa.array(later)))
     rows = pa.concat_tables([kept, rej.select(kept.schema.names)])
-    first_edit = CHAIN_NAMES.index("c4")
-    if CHAIN_NAMES.index(stage) <= first_edit:  # it saw the text before c4 edited it
-        rows = rows.set_column(rows.schema.get_field_index("text"), "text",
-                               pc.coalesce(rows.column("text_before_edits"), rows.column("text")))
+    # the text the stage saw: undo the edits of the text editors at or after it (their snapshots)
+    snaps = [rows.column(f"text_before_{n}") for n in later if f"text_before_{n}" in rows.column_names]
+    if snaps:
+        rows = rows.set_column(rows.schema.get_field_index("text"), "text", pc.coalesce(*snaps, rows.column("text")))
     return rows.sort_by("id")
 
 

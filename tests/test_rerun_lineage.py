@@ -117,15 +117,16 @@ def by_task(res) -> dict[str, dict]:
 
 @pytest.mark.parametrize("change, stage, index", [
     ({"stages[1].langid.min_score": 0.8}, "langid", 1),           # early stage
-    # late stage: the rerun starts at c4 (index 5), the first stage that edits the stored text
-    ({"stages[7].quality_classifier.threshold": 0.3}, "quality_classifier", 5),
+    ({"stages[7].quality_classifier.threshold": 0.3}, "quality_classifier", 7),  # late stage, after c4's edits
 ], ids=["early-threshold", "late-threshold"])
-def test_threshold_change_reruns_from_that_stage(client, inputs, fresh, tmp_path, change, stage, index):
+def test_threshold_change_reruns_from_that_stage(client, inputs, fresh, tmp_path, capsys, change, stage, index):
     out = start_from(fresh, tmp_path)
     changed = _with_stage_option(inputs, out, stage, change)
     res = runner.run(changed, client=client)
     assert {r["retuned_from"] for r in res.tasks} == {index}  # no file read again
     base = manifest(inputs, out)
+    text = dry_run(capsys, base, out)
+    assert text.count(f"config of {stage} changed (rerun from {stage} on stored rows)") == len(inputs)
     res = runner.run(base, client=client)
     assert {r["retuned_from"] for r in res.tasks} == {index}
     assert_equals_fresh(out, fresh)
@@ -263,18 +264,42 @@ def by_name(out: Path, name: str) -> str:
     raise AssertionError(name)
 
 
-def test_same_input_spelled_three_ways(client, inputs, fresh, tmp_path, monkeypatch):
+def test_same_input_spelled_three_ways(client, inputs, fresh, tmp_path, monkeypatch, capsys):
     out = start_from(fresh, tmp_path)
     link = tmp_path / "link.warc.gz"
     os.symlink(inputs[0], link)
     monkeypatch.chdir(inputs[0].parent)
     spellings = [inputs[0].name, str(inputs[0]), str(link), f"./{inputs[0].name}"] + [str(p) for p in inputs[1:]]
     m = manifest(spellings, out)
+    text = dry_run(capsys, m, out)
+    assert "inputs naming a file already listed (read once):" in text and text.count("skip  ") == 3 + 2  # 3 tasks, dedup, tokenize
     resolved = runner.check_before_work(m)
     assert list(resolved) == [str(Path(p).resolve()) for p in inputs] and len(resolved.duplicates) == 3
     res = runner.run(m, inputs=resolved, client=client)
     assert len(res.tasks) == 3 and all(r.get("skipped") for r in res.tasks)
     assert_equals_fresh(out, fresh)
+
+
+def test_output_inside_an_input_directory_is_never_read_back(client, inputs, fresh, tmp_path, capsys):
+    """The output lives inside the directory given as input: the second run skips it, reads
+    nothing of its own, and equals the fresh run."""
+    d = tmp_path / "in"
+    d.mkdir()
+    for p in inputs:
+        shutil.copy(p, d / p.name)
+    shutil.copytree(fresh, d / "out")  # as if a first run had written there
+    m = manifest([d], d / "out")
+    text = dry_run(capsys, m, d / "out")
+    assert "inside the output directory" in text and text.count("read  ") == 3  # new paths: read once
+    res = runner.run(m, client=client)
+    assert len(res.tasks) == 3 and res.ledger.records_in == json.loads((fresh / "ledger.json").read_text())["totals"]["in"]
+    assert sorted(Path(r["input"]).name for r in res.tasks) == sorted(WARC)
+    assert not [r for r in res.tasks if "/out/" in r["input"]]
+    res = runner.run(m, client=client)
+    assert all(r.get("skipped") for r in res.tasks)
+    # same records, same decisions (file names differ: the inputs live elsewhere)
+    assert ledger_counts(d / "out") == ledger_counts(fresh)
+    assert len(list((d / "out" / "documents").glob("*.parquet"))) == len(list((fresh / "documents").glob("*.parquet")))
 
 
 # ------------------------------------------------------------------ global phases

@@ -7,12 +7,13 @@ phase writes ``documents/``).
 from __future__ import annotations
 
 from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
+from datapipe.schema import without_snapshots
 from datapipe.stages.phases.dedup.phase import SOURCE, _documents_present
 from datapipe.stages.phases.dedup.shuffle_store import Store
 
 
 def _copy(store: Store, name: str) -> int:
-    t = store.read(f"{SOURCE}/{name}.parquet")
+    t = without_snapshots(store.read(f"{SOURCE}/{name}.parquet"))  # no pre-masking text in documents/
     store.write(f"documents/{name}.parquet", t)
     return t.num_rows
 

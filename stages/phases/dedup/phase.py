@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.ledger import StageCounts
+from datapipe.schema import without_snapshots
 from datapipe.stages.phases.dedup import steps
 from datapipe.stages.phases.dedup.components import connected_components
 from datapipe.stages.phases.dedup.config import DedupConfig
@@ -123,6 +124,7 @@ def _apply(ctx: Ctx, shard: Shard, names: list[str]) -> dict:
     reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
                                                  drops.column("duplicate_of").to_pylist())))
     mask = in_doc.to_numpy(zero_copy_only=False)
+    table = without_snapshots(table)  # pre-masking text never reaches the published documents
     rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
     rid = rejected.column("id").to_pylist()
     for col, vals in (("reject_reason", [reasons[i][0] for i in rid]), ("reject_stage", [REJECT_STAGE] * len(rid)),
@@ -235,7 +237,7 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
         totals[names[0]].seconds = time.perf_counter() - t0
     else:  # every step off: the sources are the documents
         for s in own:
-            store.write(f"documents/{s.name}", store.read(s.rel))
+            store.write(f"documents/{s.name}", without_snapshots(store.read(s.rel)))
     store.write_json(MARKER, {"fingerprint": fp, "config": config.model_dump(mode="json"), "stats": stats,
                               "counts": {k: v.to_dict() for k, v in totals.items()}})
     if not config.keep_work:
