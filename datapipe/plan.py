@@ -69,7 +69,9 @@ def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
 
     mi = manifest.inputs
     so = mi.storage_options
-    stages = manifest.effective_stages()
+    # Defaults filled in: a default changed in code changes the fingerprint too, and spelling a
+    # default out in the manifest does not.
+    stages = manifest.effective_stage_configs()
     ids = {p: input_identity(p, so) for p in inputs}
     read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None),
                                       "limit": mi.limit}.items() if v is not None}
