@@ -74,7 +74,8 @@ def test_obfuscate_deterministic():
 def test_training_learns_and_writes_sidecar(tmp_path):
     pos = [(f"p{i}", f"the lobster is a species of crustacean number {i} in the sea") for i in range(60)]
     neg = [(f"n{i}", f"login register share on facebook cookie policy page {i}") for i in range(60)]
-    meta = train_binary(pos, neg, tmp_path / "m.ftz", "wiki", "cc", params={"epoch": 5, "bucket": 1000},
+    # lr 0.1: at the default 0.2 this tiny set diverged once ("Encountered NaN") in a full-suite run
+    meta = train_binary(pos, neg, tmp_path / "m.ftz", "wiki", "cc", params={"epoch": 5, "bucket": 1000, "lr": 0.1},
                         quantize_cutoff=1000)
     # One training per process (see train.py on fasttext-numpy2); held-out sets trivially separable.
     assert meta["metrics"]["f1"] == 1.0 and meta["n_train"] + meta["n_heldout"] == 120
