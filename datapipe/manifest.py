@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.stage import Stage, registry
 
 
@@ -39,6 +40,14 @@ class Inputs(_Strict):
     ``datapipe.io.textdocs.PRESETS``) and ``fields`` overrides single entries (text, id, url, date,
     metadata). Plain JSONL files larger than ``split_bytes`` are read as several tasks (byte
     ranges), Parquet files as row-group ranges of about that many compressed bytes; 0 = never split.
+
+    ``max_record_bytes`` caps one record's decompressed size, in bytes (default 32 MiB, at least
+    1 KiB): a WARC record whose Content-Length, or whose HTTP body once its Content-Encoding is
+    removed, is larger, or a longer JSONL line, is one errored ``read:record_too_large`` row; it is
+    skipped while decompressing, never held, so a decompression bomb costs one row and a reader
+    holds about the cap plus a few MiB. 32 MiB is 32 times Common Crawl's own payload limit (1 MiB
+    since 2013, cc-notebooks "Truncated Records in WARC Files") and above the extract stage's
+    ``max_payload_bytes`` (20 MB), which stays the rule for how large a page may be.
     """
 
     paths: list[str] = []
@@ -49,6 +58,7 @@ class Inputs(_Strict):
     preset: str = "auto"
     fields: dict[str, str | list[str] | None] = {}
     split_bytes: int = Field(256 * 2**20, ge=0)
+    max_record_bytes: int = Field(MAX_RECORD_BYTES, ge=1024)
     #: At most this many records per input file (sample runs; None = all). Part of the read
     #: settings, so it is in every task's fingerprint; a limited file is one task (no split).
     limit: int | None = Field(None, ge=1)
@@ -72,9 +82,21 @@ class Inputs(_Strict):
         return v
 
 
+#: Share of the machine's memory that ``memory_limit: auto`` gives the local workers together;
+#: the rest is for the scheduler, the client and the extraction sandboxes (child processes, which
+#: Dask's nanny does not count in a worker's memory).
+AUTO_MEMORY_SHARE = 0.9
+
+
 class Cluster(_Strict):
     """Dask cluster. ``address`` (tcp://HOST:PORT) connects to an existing scheduler; otherwise a
-    ``LocalCluster`` with ``workers`` processes (default: one per core) of ``threads_per_worker``."""
+    ``LocalCluster`` with ``workers`` processes (default: one per core) of ``threads_per_worker``.
+
+    ``memory_limit`` is per worker process (the nanny restarts a worker above 95% of it):
+    ``auto`` = ``AUTO_MEMORY_SHARE`` (90%) of the machine's memory (its cgroup limit if lower)
+    split evenly between the workers (``worker_memory_limit``); or a size (``4GiB``), a fraction
+    of the machine per worker (``0.25``), or ``none`` / ``0`` (no limit).
+    """
 
     address: str | None = None
     workers: int | None = Field(None, ge=1)
@@ -82,6 +104,42 @@ class Cluster(_Strict):
     memory_limit: str = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     retries: int = Field(2, ge=0)
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory_limit(cls, v):
+        if v.strip().lower() in ("auto", "none", "0"):
+            return "none" if v.strip() == "0" else v.strip().lower()  # Dask's 0 is no limit too
+        try:
+            f = float(v)
+        except ValueError:
+            from dask.utils import parse_bytes
+
+            try:
+                parse_bytes(v)
+            except ValueError:
+                raise ValueError(f"memory_limit {v!r} is not auto, none, a size (4GiB) or a fraction (0.25)") from None
+            return v
+        if not 0 < f <= 1:
+            raise ValueError(f"memory_limit {v!r}: a fraction of the machine is in (0, 1]")
+        return v
+
+    def worker_memory_limit(self, n_workers: int) -> int | str | None:
+        """The memory limit to give each of ``n_workers`` local workers: bytes for ``auto``, None
+        for ``none``, else the manifest's value (Dask parses it).
+
+        ``auto`` is ``AUTO_MEMORY_SHARE x memory / n_workers``. Dask's own ``auto``, given to each
+        worker, is ``memory x threads_per_worker / cores``: it does not look at the number of
+        workers, so one worker with a thread per core may use the whole machine, and two
+        single-thread workers on a 64-core host get 1/64 of it each.
+        """
+        if self.memory_limit == "none":
+            return None
+        if self.memory_limit != "auto":
+            return self.memory_limit
+        from distributed.system import MEMORY_LIMIT
+
+        return int(MEMORY_LIMIT * AUTO_MEMORY_SHARE / max(1, n_workers))
 
 
 class Manifest(_Strict):

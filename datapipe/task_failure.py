@@ -30,21 +30,63 @@ def failure_reason(exc: BaseException) -> str:
     return f"task:exception:{type(exc).__name__}"
 
 
-def failure_detail(exc: BaseException) -> str:
-    """One line saying what happened (Dask's KilledWorker text is a paragraph of advice)."""
+def failure_detail(exc: BaseException, spec: TaskSpec | None = None, progress: dict | None = None) -> str:
+    """One line saying what happened (Dask's KilledWorker text is a paragraph of advice).
+
+    For a dead worker it names the file and where the task had got to, from the last progress
+    event of its last attempt (``progress``: records read, and the byte offset of the last record
+    if the event has an ``offset``): the record after that one is where to look.
+    """
     from distributed import KilledWorker
 
     if isinstance(exc, KilledWorker):
         last = getattr(exc.last_worker, "address", exc.last_worker)
-        return (f"the worker running it died on each of {exc.allowed_failures + 1} attempts (last {last}): "
+        where = ""
+        if spec is not None:
+            where = f" while processing {spec.input}"
+            if spec.part:
+                where += f" (part {spec.part[0]}-{spec.part[1]})"
+            if progress is not None and "records" in progress:
+                where += f", after {progress['records']} record(s)"
+                if progress.get("offset") is not None:
+                    where += f", the last at byte offset {progress['offset']}"
+            elif progress == {}:
+                where += ", within its first batch (no progress report yet)"
+        return (f"the worker running it died on each of {exc.allowed_failures + 1} attempts (last {last}){where}: "
                 "over its memory limit or killed; see the worker logs")
     return " ".join(str(exc).split())[:_DETAIL_CHARS]
 
 
-def record_failed_task(spec: TaskSpec, exc: BaseException) -> dict:
-    """Write the errored-file row for ``spec`` and return its task record (``failed`` set, no marker)."""
+def last_progress(spec: TaskSpec) -> dict | None:
+    """The last progress event the task of ``spec`` published (``datapipe.task._report_progress``),
+    read from the scheduler through the current client; ``{}`` when it published none, None when
+    the events cannot be read (no client)."""
+    try:
+        from distributed import default_client
+
+        from datapipe.task import PROGRESS_TOPIC
+
+        events = default_client().get_events(PROGRESS_TOPIC)
+    except Exception:  # noqa: BLE001 - no client, scheduler gone: the message says less, that is all
+        return None
+    for _, msg in reversed(list(events or ())):
+        if isinstance(msg, dict) and msg.get("task") == spec.task_id and msg.get("run") == spec.output:
+            return msg
+    return {}
+
+
+def record_failed_task(spec: TaskSpec, exc: BaseException, progress: dict | None = None) -> dict:
+    """Write the errored-file row for ``spec`` and return its task record (``failed`` set, no marker).
+
+    ``progress``: the task's last progress event; looked up with ``last_progress`` when the
+    worker died and none is given.
+    """
+    from distributed import KilledWorker
+
     reason = failure_reason(exc)
-    detail = failure_detail(exc)
+    if progress is None and isinstance(exc, KilledWorker):
+        progress = last_progress(spec)
+    detail = failure_detail(exc, spec, progress)
     reg = registry()
     classes = [reg[next(iter(item))] for item in spec.stages]
     schema = document_schema(classes)  # stage fields are class attributes: no model is loaded

@@ -44,7 +44,9 @@ def _huge_line_jsonl(path: Path, mib: int) -> Path:
 
 def _manifest(tmp: Path, inputs: list[Path], out: Path, **cluster) -> Path:
     c = {"workers": 2, "threads_per_worker": 1, "dashboard_address": "127.0.0.1:0", **cluster}
-    m = {"name": "task-failures", "inputs": {"paths": [str(p) for p in inputs], "split_bytes": 0},
+    # max_record_bytes 1 GiB: the huge line must reach the worker's memory, not the reader's cap.
+    m = {"name": "task-failures", "inputs": {"paths": [str(p) for p in inputs], "split_bytes": 0,
+                                             "max_record_bytes": 2**30},
          "output": str(out), "cluster": c, "stages": [{"gopher_repetition": {}}]}
     path = tmp / "manifest.yaml"
     path.write_text(json.dumps(m))  # JSON is YAML
@@ -91,6 +93,7 @@ def test_worker_over_memory_limit_errors_the_file_not_the_run(tmp_path):
     assert "1 input file(s) failed" in res.stderr
     # retries=1: the nanny restarts the worker once, the second death gives up on the file.
     assert f"{big}: task:killed_worker: the worker running it died on each of 2 attempts" in res.stderr
+    assert f"while processing {big}" in res.stderr  # the message names the file it was on
 
     big_id = task_id_for(str(big))
     (err_row,) = [r for r in _rows(out, "errors")]

@@ -6,9 +6,10 @@ parameters (case B06), chunked bodies stored as sent (B03), and bodies cut short
 """
 from __future__ import annotations
 
-import gzip
 import zlib
 from dataclasses import dataclass, field
+
+from datapipe.io.members import MAX_RECORD_BYTES
 
 
 @dataclass
@@ -25,6 +26,7 @@ class HttpResponse:
     truncated: bool = False
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    error_detail: str | None = None
 
     @property
     def mime_type(self) -> str:
@@ -70,26 +72,59 @@ def dechunk(body: bytes) -> tuple[bytes, bool]:
     return b"".join(out), False
 
 
-def _decode_content(body: bytes, coding: str) -> tuple[bytes, str | None]:
+def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
+    """Decompress every gzip/zlib member of ``body``; raises ``_TooLarge`` past ``limit`` bytes
+    (checked while inflating: a small body can inflate without bound)."""
+    out: list[bytes] = []
+    total = 0
+    data = body
+    while data:
+        d = zlib.decompressobj(wbits)
+        while True:
+            piece = d.decompress(data, limit + 1 - total)
+            out.append(piece)
+            total += len(piece)
+            if total > limit:
+                raise _TooLarge(total)
+            if d.eof or not d.unconsumed_tail:
+                break
+            data = d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("compressed body cut short")
+        data = d.unused_data
+        if wbits != 31 or data[:2] != b"\x1f\x8b":
+            break  # only gzip concatenates members; anything else after the end is ignored
+    return b"".join(out)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _decode_content(body: bytes, coding: str, limit: int) -> tuple[bytes, str | None]:
     coding = coding.strip().lower()
     if coding in ("", "identity"):
         return body, None
     try:
         if coding in ("gzip", "x-gzip"):
-            return gzip.decompress(body), None
+            return _inflate(body, 31, limit), None
         if coding == "deflate":
             try:
-                return zlib.decompress(body), None
+                return _inflate(body, 15, limit), None
             except zlib.error:
-                return zlib.decompress(body, -15), None
+                return _inflate(body, -15, limit), None
     except (OSError, zlib.error, EOFError):
         # Common Crawl often stores the decoded body but keeps the header: use it as is.
         return body, "content_encoding_not_applied"
     return body, f"unsupported_content_encoding:{coding}"
 
 
-def parse_http_response(block: bytes) -> HttpResponse:
-    """Parse a WARC response block. Never raises; a block without a status line sets ``error``."""
+def parse_http_response(block: bytes, max_body_bytes: int = MAX_RECORD_BYTES) -> HttpResponse:
+    """Parse a WARC response block. Never raises; a block without a status line sets ``error``.
+
+    ``max_body_bytes``: the most bytes a body may have once its Content-Encoding is removed
+    (default 32 MiB, ``inputs.max_record_bytes``); more sets ``error`` ``record_too_large``.
+    """
     resp = HttpResponse()
     end = block.find(b"\r\n\r\n")
     sep = 4
@@ -129,7 +164,14 @@ def parse_http_response(block: bytes) -> HttpResponse:
         declared = resp.headers.get("content-length", "").strip()
         if declared.isdigit() and int(declared) > len(body):
             resp.truncated = True
-    body, warn = _decode_content(body, resp.headers.get("content-encoding", ""))
+    coding = resp.headers.get("content-encoding", "")
+    try:
+        body, warn = _decode_content(body, coding, max_body_bytes)
+    except _TooLarge as e:
+        resp.error = "record_too_large"
+        resp.error_detail = (f"HTTP body of {len(body)} bytes with Content-Encoding {coding.strip()} "
+                             f"inflates to more than max_record_bytes {max_body_bytes} (stopped at {e.args[0]})")
+        return resp
     if warn:
         resp.warnings.append(warn)
     resp.body = body

@@ -3,42 +3,34 @@
 One JSON object a line, mapped to document rows by a field mapping (``datapipe.io.textdocs``).
 Every line ends in exactly one place: a document; ``rejected`` ``non_document:blank_line`` for an
 empty line; ``errored`` ``read:invalid_json`` / ``read:not_an_object`` / ``read:missing_text``
-with ``detail`` = ``line N: why`` (1-based line number in the decompressed file); and reading
-goes on with the next line. A compressed stream that breaks (corrupt or cut short) ends in one
-``errored`` item ``read:corrupt_stream`` that stands for the unreadable rest of the file.
+with ``detail`` = ``line N: why`` (1-based line number in the decompressed file); ``errored``
+``read:record_too_large`` for a line longer than ``max_record_bytes`` (skipped while reading, never
+held); and reading goes on with the next line.
 
-Compression is detected from the first bytes (gzip, zstd), not the name. Plain files can be read
-by byte range (``part=(start, stop)``): a line belongs to the range that holds its first byte, so
-the ranges of a file together yield every line exactly once.
+Compressed files are read member by member (``datapipe.io.members``): a damaged gzip member or
+zstd frame, or bytes between members that start none, is one ``errored`` ``read:corrupt_stream``
+item whose ``detail`` names the damage and its compressed byte range, and reading goes on with
+the next member; the line the damage cut is part of that item. A stream cut short ends in such an
+item too: never a silent stop. A file of 0 bytes is one ``errored`` ``read:empty_file`` item.
+
+Compression is detected from the first bytes (gzip, zstd), else from the name. Plain files can be
+read by byte range (``part=(start, stop)``): a line belongs to the range that holds its first
+byte, so the ranges of a file together yield every line exactly once.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
-import zlib
 from typing import Iterator
 
-import zstandard
-
+from datapipe.io.members import (MAX_RECORD_BYTES, Damage, Decoded, RawInput, compression_from_name,
+                                  sniff)
 from datapipe.io.paths import open_input
-from datapipe.io.readers import ReadItem
+from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item
 
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _COUNT_CHUNK = 1 << 22
-
-
-def _decompressed(raw: io.BufferedReader) -> tuple[io.BufferedIOBase, bool]:
-    """``(stream, compressed)``: a line-readable stream over ``raw`` with gzip/zstd removed."""
-    head = raw.peek(4)[:4]
-    if head[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb"), True
-    if head == ZSTD_MAGIC:
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20), True
-    return raw, False
+_CHUNK = 1 << 20
 
 
 def _lines_before(path: str, storage_options: dict | None, start: int) -> int:
@@ -56,44 +48,133 @@ def _lines_before(path: str, storage_options: dict | None, start: int) -> int:
 
 
 def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | None = None,
-               part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+               part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Every line of a JSONL file (or of byte range ``part`` = ``[start, stop)`` of a plain one) as a ReadItem.
 
-    ``fields``: a resolved field mapping (default: the ``dolma`` preset). Raises ValueError if
-    ``part`` is given for a compressed file (a compressed stream cannot be entered mid-way).
+    ``fields``: a resolved field mapping (default: the ``dolma`` preset). ``max_record_bytes``:
+    longest line kept, bytes (decompressed). Raises ValueError if ``part`` is given for a
+    compressed file (a compressed stream cannot be entered mid-way).
     """
     fields = fields or resolve_fields("auto", None, "jsonl")
     with open_input(path, storage_options) as fh:
-        raw = io.BufferedReader(fh, buffer_size=1 << 20)
-        stream, compressed = _decompressed(raw)
-        start, stop = part if part else (0, None)
-        if compressed and part:
-            raise ValueError(f"{path}: a compressed JSONL file cannot be read by byte range {part}")
-        pos = 0
-        if start > 0:
-            # The line holding byte start-1 started in the previous range (or ends exactly there).
-            stream.seek(start - 1)
-            pos = start - 1 + len(stream.readline())
-        first = pos
-        line_base: int | None = 0 if first == 0 else None  # lines before `first`, counted on demand
-        k = 0  # lines read in this range
-        while stop is None or pos < stop:
-            try:
-                line = stream.readline()
-            except (OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
-                yield ReadItem(base_row(path, pos), "errored", "read:corrupt_stream",
-                               f"after line {k}: {type(e).__name__}: {e}")
+        head = fh.read(64)
+        fh.seek(0)
+        kind = sniff(head) or compression_from_name(path) or "plain"
+        if kind in ("gzip", "zstd"):
+            if part:
+                raise ValueError(f"{path}: a compressed JSONL file cannot be read by byte range {part}")
+            if not head:
+                yield ReadItem(file_row(path), "errored", "read:empty_file", "the file has 0 bytes")
                 return
-            if not line:
-                return
-            k += 1
+            yield from _read_compressed(path, Decoded(RawInput(fh), kind), fields, max_record_bytes)
+            return
+        if not head and not (part and part[0] > 0):
+            yield ReadItem(file_row(path), "errored", "read:empty_file", "the file has 0 bytes")
+            return
+        yield from _read_plain(path, storage_options, io.BufferedReader(fh, buffer_size=1 << 20),
+                               fields, part, max_record_bytes)
+
+
+def _read_plain(path: str, storage_options: dict | None, stream: io.BufferedReader, fields: dict,
+                part: tuple[int, int] | None, cap: int) -> Iterator[ReadItem]:
+    start, stop = part if part else (0, None)
+    pos = 0
+    if start > 0:
+        # The line holding byte start-1 started in the previous range (or ends exactly there).
+        stream.seek(start - 1)
+        pos = start - 1 + _skip_line(stream, stream.readline(_CHUNK))
+    first = pos
+    line_base: int | None = 0 if first == 0 else None  # lines before `first`, counted on demand
+    k = 0  # lines read in this range
+    while stop is None or pos < stop:
+        line = stream.readline(cap + 1)
+        if not line:
+            return
+        k += 1
+        if len(line) > cap:
+            size = _skip_line(stream, line)
+            item = ReadItem(base_row(path, pos, size), "errored", "read:record_too_large",
+                            f"{size} bytes > max_record_bytes {cap}")
+        else:
+            size = len(line)
             item = _item(line, fields, path, pos)
-            if item.status == "errored":
-                if line_base is None:
-                    line_base = _lines_before(path, storage_options, first)
-                item.detail = f"line {line_base + k}: {item.detail}"
-            yield item
-            pos += len(line)
+        if item.status == "errored":
+            if line_base is None:
+                line_base = _lines_before(path, storage_options, first)
+            item.detail = f"line {line_base + k}: {item.detail}"
+        yield item
+        pos += size
+
+
+def _skip_line(stream: io.BufferedReader, got: bytes) -> int:
+    """Read on to the end of the line whose first bytes are ``got``, keeping nothing; its length."""
+    size = len(got)
+    while got and not got.endswith(b"\n"):
+        got = stream.readline(_CHUNK)
+        size += len(got)
+    return size
+
+
+def _read_compressed(path: str, dec: Decoded, fields: dict, cap: int) -> Iterator[ReadItem]:
+    """Lines of a decompressed stream; damage is one ``read:corrupt_stream`` item, then reading goes on."""
+    buf = bytearray()
+    pos = 0            # decompressed offset of buf[0]
+    k = 0              # lines read
+    skipping = 0       # > 0: bytes of an over-cap line seen so far (not kept)
+    while True:
+        try:
+            data = dec.read(_CHUNK)
+        except Damage as d:
+            lost = skipping + len(buf)
+            where = f"compressed bytes {d.start}-{d.end if d.end is not None else '?'}"
+            yield ReadItem(base_row(path, pos), "errored", "read:corrupt_stream",
+                           f"line {k + 1}: {d.reason} at {where}"
+                           + (f" ({d.detail})" if d.detail else "")
+                           + (f"; the {lost} bytes of the line before it are part of it" if lost else ""))
+            k += 1
+            pos += lost
+            buf.clear()
+            skipping = 0
+            continue
+        if not data:
+            if skipping or buf:
+                k += 1
+                yield _line_item(bytes(buf), skipping, fields, path, pos, k, cap)
+            return
+        start = 0
+        nl = data.find(b"\n")
+        while nl >= 0:
+            piece = data[start:nl + 1]
+            if skipping:
+                skipping += len(piece)
+            else:
+                buf += piece
+            k += 1
+            yield _line_item(bytes(buf), skipping, fields, path, pos, k, cap)
+            pos += skipping or len(buf)
+            buf.clear()
+            skipping = 0
+            start = nl + 1
+            nl = data.find(b"\n", start)
+        rest = data[start:]
+        if skipping:
+            skipping += len(rest)
+        else:
+            buf += rest
+            if len(buf) > cap:  # an over-cap line: count its bytes, keep none
+                skipping = len(buf)
+                buf.clear()
+
+
+def _line_item(line: bytes, skipped: int, fields: dict, path: str, pos: int, k: int, cap: int) -> ReadItem:
+    if skipped or len(line) > cap:
+        size = skipped or len(line)
+        return ReadItem(base_row(path, pos, size), "errored", "read:record_too_large",
+                        f"line {k}: {size} bytes > max_record_bytes {cap}")
+    item = _item(line, fields, path, pos)
+    if item.status == "errored":
+        item.detail = f"line {k}: {item.detail}"
+    return item
 
 
 def _item(line: bytes, fields: dict, path: str, pos: int) -> ReadItem:

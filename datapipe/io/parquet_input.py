@@ -3,10 +3,10 @@
 Rows are mapped to document rows by a field mapping (``datapipe.io.textdocs``; default preset
 ``fineweb``); only the columns the mapping reads are loaded. Every row ends in exactly one place:
 a document, or ``errored`` ``read:missing_text`` (``detail`` = ``row N: why``, N the 0-based row
-index in the file). A file whose footer cannot be read is one ``errored`` item
-``read:unreadable_parquet``; a row group that cannot be decoded makes each of its rows not yet
-read an ``errored`` item ``read:corrupt_row_group`` (the footer says how many), and reading goes
-on with the next row group.
+index in the file). A file of 0 bytes is one ``errored`` item ``read:empty_file``; a file whose
+footer cannot be read is one ``errored`` item ``read:unreadable_parquet``; a row group that cannot
+be decoded makes each of its rows not yet read an ``errored`` item ``read:corrupt_row_group`` (the
+footer says how many), and reading goes on with the next row group.
 
 A file can be read by row-group range (``part=(first, stop)``); ``row_group_ranges`` plans them.
 """
@@ -17,7 +17,7 @@ from typing import Iterator
 import pyarrow.parquet as pq
 
 from datapipe.io.paths import open_input
-from datapipe.io.readers import ReadItem
+from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item, top_level
 
 _BATCH_ROWS = 1024
@@ -31,6 +31,10 @@ def read_parquet_docs(path: str, storage_options: dict | None = None, fields: di
     """
     fields = fields or resolve_fields("auto", None, "parquet")
     with open_input(path, storage_options) as fh:
+        if not fh.read(1):
+            yield ReadItem(file_row(path), "errored", "read:empty_file", "the file has 0 bytes")
+            return
+        fh.seek(0)
         try:
             pf = pq.ParquetFile(fh)
             meta = pf.metadata

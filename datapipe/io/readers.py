@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 from urllib.parse import urlsplit
 
+from datapipe.io.members import MAX_RECORD_BYTES, compression_from_name
 from datapipe.io.paths import open_input
 from datapipe.io.warc import WarcRecord, iter_records
 
@@ -62,8 +63,10 @@ def _base_row(rec: WarcRecord, source: str) -> dict:
 def warc_items(rec: WarcRecord, source: str) -> ReadItem:
     """Classify one WARC record as a document, a non-document, or an error."""
     row = _base_row(rec, source)
+    if rec.error == "empty_file":
+        row["record_type"] = "file"  # stands for the file, as a whole-file failure does
     if rec.error:
-        return ReadItem(row, "errored", f"read:{rec.error}")
+        return ReadItem(row, "errored", f"read:{rec.error}", rec.detail)
     kind = rec.record_type
     if kind == "conversion":  # WET: already text
         row.update(text=rec.block.decode("utf-8", errors="replace"), payload_bytes=len(rec.block),
@@ -90,36 +93,40 @@ def warc_items(rec: WarcRecord, source: str) -> ReadItem:
 
 
 def read_warc(path: str, storage_options: dict | None = None, fields: dict | None = None,
-              part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+              part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Every record of a WARC/WET file (plain, gzip or WARC-zstd) as a ReadItem.
 
     ``fields`` is ignored (WARC has one layout); ``part`` must be None (a WARC file is one task).
+    ``max_record_bytes``: records whose Content-Length (or decoded HTTP body) is larger are
+    errored ``read:record_too_large`` and skipped while decompressing (see datapipe.io.warc).
     """
     if part is not None:
         raise ValueError(f"{path}: WARC files are not split into parts")
 
     def opener():
         return open_input(path, storage_options)
-    for rec in iter_records(opener):
+    for rec in iter_records(opener, max_record_bytes=max_record_bytes, compression=compression_from_name(path)):
         yield warc_items(rec, path)
 
 
 def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | None = None,
-               part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+               part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """JSONL documents: see ``datapipe.io.jsonl.read_jsonl`` (imported here lazily: it imports this module)."""
     from datapipe.io.jsonl import read_jsonl as read
-    return read(path, storage_options, fields, part)
+    return read(path, storage_options, fields, part, max_record_bytes)
 
 
 def read_parquet_docs(path: str, storage_options: dict | None = None, fields: dict | None = None,
-                      part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
-    """Parquet documents: see ``datapipe.io.parquet_input.read_parquet_docs``."""
+                      part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
+    """Parquet documents: see ``datapipe.io.parquet_input.read_parquet_docs``. ``max_record_bytes``
+    is not applied: pyarrow decodes whole row groups, whose sizes the footer states."""
     from datapipe.io.parquet_input import read_parquet_docs as read
     return read(path, storage_options, fields, part)
 
 
-#: format name -> reader function(path, storage_options, fields=None, part=None) -> Iterator[ReadItem].
-#: ``fields``: resolved field mapping (text formats); ``part``: (start, stop) byte range or row groups.
+#: format name -> reader function(path, storage_options, fields=None, part=None, max_record_bytes=...)
+#: -> Iterator[ReadItem]. ``fields``: resolved field mapping (text formats); ``part``: (start, stop)
+#: byte range or row groups; ``max_record_bytes``: cap on one record's decompressed size.
 READERS: dict[str, Callable[..., Iterator[ReadItem]]] = {
     "warc": read_warc, "wet": read_warc, "jsonl": read_jsonl, "parquet": read_parquet_docs}
 #: Formats whose records are already text (``record_type="text"``) and take a field mapping.
@@ -147,12 +154,24 @@ def detect_format(path: str) -> str:
 
 
 def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None,
-               fields: dict | None = None, part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+               fields: dict | None = None, part: tuple[int, int] | None = None,
+               max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Read ``path`` (or its ``part``) with the reader for ``fmt`` (``auto`` = from the file name).
 
-    Raises ValueError for an unknown format.
+    ``max_record_bytes`` (bytes, default 32 MiB: ``inputs.max_record_bytes``) caps one record's
+    decompressed size; a larger record is one ``errored`` ``read:record_too_large`` item and is
+    never held in memory. A file of 0 bytes is one ``errored`` ``read:empty_file`` item. A file
+    that cannot be opened raises (FileNotFoundError, PermissionError, ...): its task fails, is
+    retried, and the runner errors the file as a whole (``task:exception:<Type>``, one ledger row,
+    listed among the failed files; see datapipe.task_failure). Raises ValueError for an unknown format.
     """
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt not in READERS:
         raise ValueError(f"unknown input format {fmt!r}; known: {', '.join(sorted(READERS))}")
-    return READERS[fmt](path, storage_options, fields, part)
+    return READERS[fmt](path, storage_options, fields, part, max_record_bytes=max_record_bytes)
+
+
+def file_row(path: str, offset: int = 0) -> dict:
+    """Provenance fields of an errored item that stands for a whole file (or the rest of one)."""
+    return {"id": doc_id(f"{path}:file:{offset}"), "source": path,
+            "warc_file": os.path.basename(path.rstrip("/")), "warc_offset": offset, "record_type": "file"}

@@ -2,37 +2,57 @@
 
 Two readers share one output type (``WarcRecord``):
 
-* the fast path, FastWARC 2.x (``fastwarc.warc.ArchiveIterator``), used while the file is
-  well formed;
-* a strict, tolerant fallback of ours, used for the whole file as soon as FastWARC raises or
-  yields a record it could not parse (FastWARC silently returns an empty payload for a record
-  whose gzip member is cut (case B01), and stops at a header line without a colon (B07) or a
-  wrong Content-Length (B02); warcio loses B01 and B07 as well). The fallback splits gzip
-  members itself with ``zlib`` (so a truncated or corrupt member costs one record, and its
-  offset is known), parses headers leniently, and resynchronises on the next ``WARC/1.`` line.
-  WARC-zstd files (``.warc.zst``, with or without a dictionary frame) are split into frames the
-  same way (``datapipe.io.warc_zstd``); they always take this path (FastWARC 2.0.1 fails on them).
+* the fast path, FastWARC 2.x (``fastwarc.warc.ArchiveIterator``), for gzip files with one
+  record a member (as Common Crawl and wget write them), while the file is well formed;
+* a streaming, tolerant parser of ours (``iter_records_tolerant``), which takes over from the last
+  record the fast path gave (``iter_records``). FastWARC silently returns an empty payload for a
+  record whose gzip member is cut (case B01), stops at a header line without a colon (B07) or a
+  wrong Content-Length (B02), and, worst, ends its iteration without an error at a zero-length
+  gzip member or at a member cut within its first ~63 bytes, so the records after it would vanish.
+  The fast path's end is therefore never trusted: the tolerant parser re-reads the last record
+  the fast path saw and everything after it, so whatever FastWARC skipped at the end is read.
+  Plain (uncompressed) files always take the tolerant parser: there FastWARC merges a header cut
+  short with the next record's header, losing a record without an error.
 
-Every record of the file comes out exactly once, either parsed or with ``error`` set, so the
-ledger can account for it. Offsets are byte offsets in the file as stored (compressed).
+The tolerant parser splits gzip members and zstd frames itself (``datapipe.io.members``: a
+truncated or corrupt member costs one record, its byte range is known, reading resumes at the
+next member), parses headers leniently, and resynchronises on the next ``WARC/x.y`` line.
+WARC-zstd files (``.warc.zst``, with or without a dictionary frame) always take this path
+(FastWARC 2.0.1 fails on them).
+
+Memory is bounded per record: a record whose Content-Length exceeds ``max_record_bytes`` is never
+held; it is ``record_too_large``, its bytes are skipped while decompressing (at most
+``SKIP_FACTOR`` x the cap is inflated to find its end; past that the rest of its member is skipped
+without inflating it), and reading goes on with the next record.
+
+Every record of the file comes out exactly once, either parsed or with ``error`` set, and every
+stretch of the file that holds no readable record (garbage, a damaged member) comes out as one
+record with ``error`` set and its byte range in ``detail``, so the ledger accounts for it. Offsets
+are byte offsets in the file as stored (compressed): a gzip member's or zstd frame's first byte.
 """
 from __future__ import annotations
 
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, ContextManager, Iterator
 
 from datapipe.io.http import HttpResponse, parse_http_response
-from datapipe.io.warc_zstd import is_zstd, zstd_frames
+from datapipe.io.members import BLANK, MAX_RECORD_BYTES, Member, RawInput, members, sniff
 
-GZIP_MAGIC = b"\x1f\x8b"
-_WARC_START = re.compile(rb"(?:^|\r?\n)WARC/\d\.\d+\r?\n")
-_READ_CHUNK = 1 << 20
+#: Longest WARC header block read (bytes); WARC headers are a few hundred bytes, URLs up to ~64 KiB.
+MAX_HEADER_BYTES = 1 << 20
+#: A member may inflate this many times ``max_record_bytes`` of bytes that are skipped (an
+#: over-cap record, trailing junk) before the rest of it is skipped without inflating.
+SKIP_FACTOR = 8
+_VERSION = re.compile(rb"WARC/\d\.\d+\r?\n")
+_NEXT_RECORD = re.compile(rb"WARC/\d\.\d+\r?\n[A-Za-z][\w-]*:")
+_CHUNK = 1 << 20
+_LOOKAHEAD = 80  # bytes after a block inspected for its separator or the next record (B02)
 
 
 class FallbackNeeded(Exception):
-    """The fast path met something it cannot represent faithfully; re-read with the tolerant parser."""
+    """The fast path met something it cannot represent faithfully; the tolerant parser takes over."""
 
 
 @dataclass
@@ -41,8 +61,8 @@ class WarcRecord:
 
     ``block`` is the record's content block (bytes); for ``response`` records ``http`` holds the
     parsed HTTP response (status, headers, body with transfer/content coding removed).
-    ``error`` is a short reason when the record could not be read; ``warnings`` lists recoverable
-    problems (e.g. ``content_length_mismatch``).
+    ``error`` is a short reason when the record could not be read, ``detail`` says where (byte
+    range) and why; ``warnings`` lists recoverable problems (e.g. ``content_length_mismatch``).
     """
 
     offset: int
@@ -51,6 +71,7 @@ class WarcRecord:
     http: HttpResponse | None = None
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    detail: str | None = None
 
     @property
     def record_type(self) -> str:
@@ -67,82 +88,6 @@ class WarcRecord:
 
 
 # ---------------------------------------------------------------- tolerant parser
-
-def _gzip_members(data_iter: Iterator[bytes]) -> Iterator[tuple[int, bytes, str | None]]:
-    """Yield ``(compressed_offset, member_bytes, error)`` for each gzip member of a stream.
-
-    A member cut short yields its partial bytes with ``error='truncated_gzip_member'``; a corrupt
-    one yields ``error='corrupt_gzip_member'`` and reading resumes at the next gzip magic number.
-    """
-    buf = b""
-    offset = 0
-    exhausted = False
-
-    def fill() -> bool:
-        nonlocal buf, exhausted
-        if exhausted:
-            return False
-        chunk = next(data_iter, b"")
-        if not chunk:
-            exhausted = True
-            return False
-        buf += chunk
-        return True
-
-    while True:
-        if not buf and not fill():
-            return
-        if len(buf) < 2 and not exhausted:
-            fill()
-            continue
-        if not buf.startswith(GZIP_MAGIC):
-            # Garbage between members: skip to the next magic, or stop.
-            j = buf.find(GZIP_MAGIC, 1)
-            while j < 0 and fill():
-                j = buf.find(GZIP_MAGIC, 1)
-            if j < 0:
-                if buf.strip(b"\x00\r\n \t"):
-                    yield offset, b"", "garbage_after_last_member"
-                return
-            yield offset, b"", "garbage_between_members"
-            offset += j
-            buf = buf[j:]
-            continue
-        d = zlib.decompressobj(31)
-        out = []
-        pos = 0
-        err = None
-        while True:
-            if pos >= len(buf):
-                if not fill():
-                    err = "truncated_gzip_member"
-                    break
-            try:
-                out.append(d.decompress(buf[pos:]))
-            except zlib.error:
-                err = "corrupt_gzip_member"
-                break
-            if d.eof:
-                used = len(buf) - len(d.unused_data)
-                break
-            pos = len(buf)
-        if err == "corrupt_gzip_member":
-            yield offset, b"".join(out), err
-            j = buf.find(GZIP_MAGIC, 2)
-            while j < 0 and fill():
-                j = buf.find(GZIP_MAGIC, 2)
-            if j < 0:
-                return
-            offset += j
-            buf = buf[j:]
-            continue
-        if err:
-            yield offset, b"".join(out), err
-            return
-        yield offset, b"".join(out), None
-        offset += used
-        buf = buf[used:]
-
 
 def _parse_header_block(raw: bytes) -> tuple[dict[str, str], list[str]]:
     """Lenient ``Name: value`` parsing. Returns headers and the malformed lines found."""
@@ -164,151 +109,369 @@ def _parse_header_block(raw: bytes) -> tuple[dict[str, str], list[str]]:
     return headers, bad
 
 
-def _find_record_start(buf: bytes, start: int) -> int:
-    """Offset of the next ``WARC/x.y`` version line at or after ``start`` (-1 if none)."""
-    m = _WARC_START.search(buf, start)
-    if not m:
-        return -1
-    s = m.start()
-    return s if buf[s:s + 5] == b"WARC/" else buf.index(b"WARC/", s)
+class _PlainSegment(Member):
+    """An uncompressed file (from ``raw.pos`` on) seen as one member."""
+
+    def __init__(self, raw: RawInput):
+        self._raw = raw
+        self.offset = raw.pos
+
+    def read(self, n: int) -> bytes:
+        raw = self._raw
+        if not raw.fill(1):
+            self.end = raw.pos
+            return b""
+        data = raw.peek(min(n, raw.available()))
+        raw.advance(len(data))
+        return data
+
+    def discard(self, n: int) -> int:
+        return self._raw.discard(n)
+
+    def abandon(self) -> None:
+        self._raw.discard(1 << 62)
+        self.end = self._raw.pos
 
 
-def _records_in(buf: bytes, base_offset: int, per_member: bool) -> Iterator[WarcRecord]:
-    """Parse the records in one decompressed buffer (a gzip member, or a whole plain file)."""
-    pos = 0
-    n = len(buf)
-    while pos < n:
-        # Skip the blank lines that separate records.
-        while pos < n and buf[pos:pos + 1] in (b"\r", b"\n", b" ", b"\t", b"\x00"):
-            pos += 1
-        if pos >= n:
-            return
-        rec_off = base_offset if per_member else base_offset + pos
-        if buf[pos:pos + 5] != b"WARC/":
-            nxt = _find_record_start(buf, pos)
-            yield WarcRecord(rec_off, error="no_warc_version_line")
-            if nxt < 0:
-                return
-            pos = nxt
-            continue
-        hdr_end = buf.find(b"\r\n\r\n", pos)
-        sep_len = 4
-        alt = buf.find(b"\n\n", pos)
-        if hdr_end < 0 or (0 <= alt < hdr_end):
-            hdr_end, sep_len = alt, 2
-        if hdr_end < 0:
-            yield WarcRecord(rec_off, error="truncated_warc_header")
-            return
-        headers, bad = _parse_header_block(buf[pos:hdr_end])
-        body_start = hdr_end + sep_len
-        rec = WarcRecord(rec_off, headers)
-        cl_raw = headers.get("content-length")
-        cl = int(cl_raw) if cl_raw is not None and cl_raw.strip().isdigit() else None
-        if bad or cl is None:
-            rec.error = ("malformed_warc_header" if bad else
-                         "missing_content_length" if cl_raw is None else "invalid_content_length")
-            nxt = _find_record_start(buf, body_start)
-            yield rec
-            if nxt < 0:
-                return
-            pos = nxt
-            continue
-        end = body_start + cl
-        if end > n:
-            rec.block = buf[body_start:]
-            rec.error = "truncated_record"
-            yield rec
-            return
-        # A well-formed record is followed by CRLF CRLF and the next record (or the end).
-        after = buf[end:end + 4]
-        if after.strip(b"\r\n") == b"" or (per_member and end == n):
-            rec.block = buf[body_start:end]
-            pos = end
-        else:
-            nxt = _find_record_start(buf, end)
-            prev = buf.rfind(b"WARC/", body_start, end)
-            if nxt < 0 and per_member:
-                nxt = n
-            if nxt >= 0 and (nxt - end) < 64:
-                # Content-Length a few bytes short: keep the bytes up to the separator.
-                rec.block = buf[body_start:nxt].rstrip(b"\r\n")
-                rec.warnings.append("content_length_mismatch")
-                pos = nxt
-            elif prev > body_start and buf[prev - 1:prev] == b"\n":
-                # Content-Length too long: it swallowed the next record; cut at its start.
-                rec.block = buf[body_start:prev].rstrip(b"\r\n")
-                rec.warnings.append("content_length_mismatch")
-                pos = prev
-            else:
-                rec.block = buf[body_start:end]
-                rec.warnings.append("missing_record_separator")
-                pos = end if nxt < 0 else nxt
-        yield rec
+class _Parser:
+    """Records of one segment: a gzip member or zstd frame (``per_member``: every record in it has
+    the member's offset), or a whole plain file (records have their own offsets).
 
+    ``buf[i:]`` is data read from the segment and not yet parsed; ``base`` is the offset of
+    ``buf[0]`` in the segment's data (for plain files: in the file). The buffer holds at most one
+    header, one block of at most ``cap`` bytes and a little look-ahead.
+    """
 
-def iter_records_tolerant(fh: BinaryIO) -> Iterator[WarcRecord]:
-    """Yield every record of a WARC/WET stream (plain, gzip or WARC-zstd; per-record or whole-file members)."""
-    head = fh.read(4)
-    chunks = _chunks(fh, head)
-    if head[:2] == GZIP_MAGIC or is_zstd(head):
-        members = _gzip_members(chunks) if head[:2] == GZIP_MAGIC else zstd_frames(chunks)
-        for off, member, err in members:
-            if err and not member.strip():
-                yield WarcRecord(off, error=err)
+    def __init__(self, seg: Member, per_member: bool, cap: int):
+        self.seg, self.per_member, self.cap = seg, per_member, cap
+        self.budget = SKIP_FACTOR * cap if per_member else None  # plain files skip without inflating
+        self.buf = bytearray()
+        self.i = 0
+        self.base = seg.offset if not per_member else 0
+        self.eof = False
+        self.skipped = 0         # bytes dropped without being part of a record
+        self.gave_up = False     # the member's rest was skipped without inflating
+        self.attributed = False  # the member's error was given to a record
+
+    # -- buffer
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.seg.read(_CHUNK)
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def need(self, k: int) -> bool:
+        """At least ``k`` bytes from ``i`` (False if the segment ends first)."""
+        while len(self.buf) - self.i < k and self.more():
+            pass
+        return len(self.buf) - self.i >= k
+
+    def compact(self) -> None:
+        if self.i:
+            del self.buf[:self.i]
+            self.base += self.i
+            self.i = 0
+
+    def _drop(self, upto: int) -> bool:
+        """Drop ``buf`` before index ``upto`` as skipped bytes; False once the skip budget is spent."""
+        self.skipped += upto - self.i
+        self.i = upto
+        self.compact()
+        if self.budget is not None and self.skipped > self.budget:
+            self.give_up()
+            return False
+        return True
+
+    def give_up(self) -> None:
+        """Skip the rest of the member without inflating it."""
+        self.seg.abandon()
+        self.eof = True
+        self.gave_up = True
+        self.buf.clear()
+        self.i = 0
+
+    def skip_blank(self) -> bool:
+        """Skip NUL/whitespace (counted as skipped: a member of zeros is a bomb too); True if data follows."""
+        while True:
+            if self.i < len(self.buf) and self.buf[self.i] not in BLANK:
+                return True
+            if self.i < len(self.buf):
+                view = self.buf[self.i:self.i + _CHUNK]
+                k = len(view) - len(view.lstrip(BLANK))
+                if k < len(view):
+                    self.skipped += k
+                    self.i += k
+                    return True
+                if not self._drop(self.i + k):
+                    return False
                 continue
-            got_any = False
-            for rec in _records_in(member, off, per_member=True):
-                got_any = True
-                if err and rec.error is None:
-                    # Part of a damaged member: never emit a partial page as if it were whole.
-                    rec.error = err
-                yield rec
-            if err and not got_any:
-                yield WarcRecord(off, error=err)
-    else:
-        data = b"".join(chunks)
-        yield from _records_in(data, 0, per_member=False)
+            if not self.more():
+                return False
+
+    def resync(self, start: int) -> bool:
+        """Move ``i`` to the next WARC version line at or after index ``start``, dropping what is
+        before it; False if the segment ends first (everything dropped)."""
+        j = start
+        while True:
+            m = _VERSION.search(self.buf, j)
+            if m:
+                self.skipped += m.start() - self.i
+                self.i = m.start()
+                return True
+            keep = max(j, len(self.buf) - 16)  # a version line may straddle the next chunk
+            if not self._drop(keep):
+                return False
+            j = self.i
+            if not self.more():
+                self.i = len(self.buf)
+                return False
+
+    def header_end(self, start: int) -> tuple[int, int]:
+        """``(index, separator length)`` of the blank line ending the header at ``start``; -1 if none."""
+        j = start
+        while True:
+            end = self.buf.find(b"\r\n\r\n", j)
+            alt = self.buf.find(b"\n\n", j)
+            if end >= 0 and not (0 <= alt < end):
+                return end, 4
+            if alt >= 0:
+                return alt, 2
+            if len(self.buf) - start > MAX_HEADER_BYTES:
+                return -1, 0
+            j = max(start, len(self.buf) - 3)
+            if not self.more():
+                return -1, 0
+
+    # -- records
+
+    def offset_of(self, index: int) -> int:
+        return self.seg.offset if self.per_member else self.base + index
+
+    def span(self, start_off: int) -> str:
+        if self.per_member:
+            end = self.seg.end
+            return f"member at bytes {self.seg.offset}-{end if end is not None else '?'}"
+        return f"bytes {start_off}-{self.base + self.i}"
+
+    def finish(self, rec: WarcRecord) -> WarcRecord:
+        """Give a damaged member's error to the record that reaches its end; set ``detail``."""
+        if self.per_member and not self.skip_blank() and self.seg.error:
+            own = rec.error
+            rec.error = self.seg.error
+            self.attributed = True
+            why = self.seg.detail or ""
+            rec.detail = "; ".join(x for x in (why, f"record: {own}" if own else None) if x)
+        if self.gave_up and rec.error is None:
+            # A member that inflates far past its record is over the cap as stored, whatever its
+            # Content-Length says (a bomb behind a small record).
+            rec.error = "record_too_large"
+            rec.detail = (f"its member inflates to more than {self.budget} bytes besides the record's "
+                          f"{len(rec.block)}-byte block; the rest of the member skipped without inflating")
+        if rec.error:
+            where = self.span(rec.offset)
+            rec.detail = f"{where}: {rec.detail}" if rec.detail else where
+        return rec
+
+    def error(self, off: int, reason: str, headers: dict | None = None, detail: str | None = None) -> WarcRecord:
+        return self.finish(WarcRecord(off, headers or {}, error=reason, detail=detail))
+
+    def records(self) -> Iterator[WarcRecord]:
+        buf = self.buf
+        while True:
+            self.compact()
+            if not self.skip_blank():
+                return
+            start = self.i
+            off = self.offset_of(start)
+            self.need(5)
+            if buf[start:start + 5] != b"WARC/":
+                found = self.resync(start + 1)
+                yield self.error(off, "no_warc_version_line")
+                if not found:
+                    return
+                continue
+            hdr_end, sep = self.header_end(start)
+            limit = hdr_end if hdr_end >= 0 else len(buf)
+            emb = _VERSION.search(buf, start + 5, limit)
+            if emb:  # a header cut short, the next record glued to it
+                self.i = emb.start()
+                yield self.error(off, "truncated_warc_header")
+                continue
+            if hdr_end < 0:
+                reason = "truncated_warc_header" if self.eof else "malformed_warc_header"
+                found = self.resync(start + 5)
+                yield self.error(off, reason, detail=None if self.eof else f"no header end within {MAX_HEADER_BYTES} bytes")
+                if not found:
+                    return
+                continue
+            headers, bad = _parse_header_block(bytes(buf[start:hdr_end]))
+            body = hdr_end + sep
+            rec = WarcRecord(off, headers)
+            cl_raw = headers.get("content-length")
+            cl = int(cl_raw) if cl_raw is not None and cl_raw.strip().isdigit() else None
+            if bad or cl is None:
+                rec.error = ("malformed_warc_header" if bad else
+                             "missing_content_length" if cl_raw is None else "invalid_content_length")
+                found = self.resync(body)
+                yield self.finish(rec)
+                if not found:
+                    return
+                continue
+            if cl > self.cap:
+                yield self.too_large(rec, body, cl)
+                continue
+            self.need(body - start + cl + _LOOKAHEAD)
+            n = len(buf)
+            end = body + cl
+            if end > n:
+                rec.block = bytes(buf[body:])
+                rec.error = "truncated_record"
+                rec.detail = f"Content-Length {cl}, {n - body} bytes present"
+                self.i = n
+                yield self.finish(rec)
+                continue
+            glued = None
+            if bytes(buf[end:end + 4]).strip(b"\r\n") == b"":
+                rest = bytes(buf[end:end + _LOOKAHEAD]).lstrip(BLANK)
+                # A separator where Content-Length says is not proof: after it must come a record
+                # (or nothing), unless no record starts inside the block either.
+                if not rest or rest[:5] == b"WARC/" or not (glued := self.glued(body, end)):
+                    rec.block = bytes(buf[body:end])
+                    self.i = end
+                    yield self.finish(rec)
+                    continue
+            glued = glued or self.glued(body, end)
+            nxt = _VERSION.search(buf, end, end + _LOOKAHEAD)
+            nxt_at = nxt.start() if nxt else (n if self.per_member and self.eof and n - end < 64 else -1)
+            if glued is None and 0 <= nxt_at and nxt_at - end < 64:
+                # Content-Length a few bytes short (B02): keep the bytes up to the separator.
+                rec.block = bytes(buf[body:nxt_at]).rstrip(b"\r\n")
+                rec.warnings.append("content_length_mismatch")
+                self.i = nxt_at
+            elif glued:
+                q = glued.start()
+                rec.block = bytes(buf[body:q])
+                if rec.block.endswith((b"\r\n\r\n", b"\n\n")):
+                    # Content-Length too long, the record itself whole: cut at the next record.
+                    rec.block = rec.block.rstrip(b"\r\n")
+                    rec.warnings.append("content_length_mismatch")
+                else:
+                    # The next record starts inside this block without a separator: this one was cut.
+                    rec.error = "truncated_record"
+                    rec.detail = f"Content-Length {cl}, the next record starts after {q - body} bytes"
+                self.i = q
+            else:
+                rec.block = bytes(buf[body:end])
+                rec.warnings.append("missing_record_separator")
+                self.i = end
+                if self.per_member:  # the member's rest up to a record start is not a record
+                    self.resync(end)
+            yield self.finish(rec)
+
+    def glued(self, body: int, end: int):
+        """The first record start inside the block ``[body, end)`` (its header line may run past ``end``)."""
+        q = self.buf.find(b"WARC/", body, end + 4)
+        if q < 0 or q >= end:
+            return None
+        m = _NEXT_RECORD.search(self.buf, q, min(len(self.buf), end + _LOOKAHEAD))
+        return m if m and m.start() < end else None
+
+    def too_large(self, rec: WarcRecord, body: int, cl: int) -> WarcRecord:
+        """Skip an over-cap block while decompressing it (never held); the record, errored."""
+        have = min(len(self.buf) - body, cl)
+        self.i = body + have
+        self.compact()
+        left = cl - have
+        room = left if self.budget is None else min(left, self.budget)
+        got = self.seg.discard(room)
+        if not self.per_member:
+            self.base += got  # the buffer is empty: the next byte read is the one after the skipped ones
+        seen = have + got
+        if got < room:
+            self.eof = True
+            how = f"the {'member' if self.per_member else 'file'} ends after {seen} bytes"
+        elif room < left:
+            self.give_up()
+            how = f"{seen} bytes inflated, the rest of its member skipped without inflating"
+        else:
+            how = f"{seen} bytes observed"
+        rec.error = "record_too_large"
+        rec.detail = f"declared Content-Length {cl} bytes > max_record_bytes {self.cap}; {how}"
+        return self.finish(rec)
 
 
-def _chunks(fh: BinaryIO, head: bytes) -> Iterator[bytes]:
-    if head:
-        yield head
-    while True:
-        c = fh.read(_READ_CHUNK)
-        if not c:
-            return
-        yield c
+def iter_records_tolerant(fh: BinaryIO, offset: int = 0, max_record_bytes: int = MAX_RECORD_BYTES,
+                          compression: str | None = None) -> Iterator[WarcRecord]:
+    """Yield every record of a WARC/WET stream (plain, gzip or WARC-zstd; per-record or whole-file
+    members) from its current position, which is byte ``offset`` of the file.
+
+    ``compression`` (``gzip``/``zstd``, e.g. from the file name) is used when the first bytes are
+    neither a known magic number nor a WARC version line (a damaged start). Memory is bounded by
+    about ``max_record_bytes`` plus a few MiB whatever the input.
+    """
+    raw = RawInput(fh, offset)
+    kind = sniff(raw.peek(64)) or compression or "plain"
+    if kind not in ("gzip", "zstd"):
+        yield from _Parser(_PlainSegment(raw), False, max_record_bytes).records()
+        return
+    for m in members(raw, kind, dictionary=kind == "zstd"):
+        p = _Parser(m, True, max_record_bytes)
+        yield from p.records()
+        if m.error and not p.attributed:
+            yield WarcRecord(m.offset, error=m.error, detail=f"bytes {m.offset}-{m.end}: {m.detail}")
 
 
-def finish_record(rec: WarcRecord) -> WarcRecord:
-    """Parse the HTTP part of response records (in place); damaged HTTP becomes ``rec.error``."""
+def finish_record(rec: WarcRecord, max_body_bytes: int = MAX_RECORD_BYTES) -> WarcRecord:
+    """Parse the HTTP part of response records (in place); damaged HTTP becomes ``rec.error``.
+
+    ``max_body_bytes`` caps the body once its Content-Encoding is removed (gzip inside a record
+    can inflate without bound): over it the record is ``record_too_large``.
+    """
     # Parse by content, not URI scheme: some crawls use non-http target URIs for HTTP payloads.
     if rec.error is None and rec.record_type == "response" and (
             rec.block[:5] == b"HTTP/" or (rec.url or "").startswith(("http:", "https:"))):
-        rec.http = parse_http_response(rec.block)
+        rec.http = parse_http_response(rec.block, max_body_bytes)
         if rec.http.error:
             rec.error = rec.http.error
+            rec.detail = rec.http.error_detail or f"the HTTP part of a {len(rec.block)}-byte response block"
     return rec
 
 
 # ---------------------------------------------------------------- fast path
 
-def iter_records_fast(fh: BinaryIO) -> Iterator[WarcRecord]:
-    """FastWARC iteration. Raises ``FallbackNeeded`` on anything it cannot represent faithfully."""
+def iter_records_fast(fh: BinaryIO, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[WarcRecord]:
+    """FastWARC iteration. Raises ``FallbackNeeded`` on anything it cannot represent faithfully,
+    and at a record whose Content-Length exceeds ``max_record_bytes`` (its block is never read).
+
+    The end of this iteration proves nothing (FastWARC stops silently at some damage): use
+    ``iter_records``, which checks it.
+    """
     from fastwarc.warc import ArchiveIterator
 
-    if is_zstd(fh.read(4)):
+    if sniff(fh.read(4)) == "zstd":
         raise FallbackNeeded("WARC-zstd")  # FastWARC 2.0.1 cannot read it (OverflowError)
     fh.seek(0)
     try:
         for r in ArchiveIterator(fh, parse_http=False, auto_decode="none"):
-            headers = {k.lower(): v for k, v in r.headers.items()}
+            items = r.headers.items()
+            headers = {k.lower(): v for k, v in items}
+            if len(headers) < len(items) and _repeated_unique(items):
+                raise FallbackNeeded("repeated header")  # a cut header merged with the next record's
             cl = headers.get("content-length", "")
             if not cl.strip().isdigit():
                 raise FallbackNeeded("content-length")
+            if int(cl) > max_record_bytes:
+                raise FallbackNeeded("record_too_large")
             block = r.reader.read()
             if len(block) != int(cl):
                 raise FallbackNeeded("short block")
+            if b"WARC/" in block and _NEXT_RECORD.search(block):
+                raise FallbackNeeded("record start inside block")  # a cut record swallowing the next
             yield WarcRecord(r.stream_pos, headers, block)
     except FallbackNeeded:
         raise
@@ -316,30 +479,117 @@ def iter_records_fast(fh: BinaryIO) -> Iterator[WarcRecord]:
         raise FallbackNeeded(str(e)) from e
 
 
-def iter_records(open_stream, prefer_fast: bool = True) -> Iterator[WarcRecord]:
-    """Yield every record of the file that ``open_stream()`` opens (a fresh binary stream per call).
+_UNIQUE = frozenset({"warc-record-id", "warc-type", "content-length", "warc-date"})
 
-    The fast path holds back one record: if it has to give up after some records, the tolerant parser
-    re-reads the file and the records already yielded are skipped by offset, so each record is
-    yielded once.
+
+def _repeated_unique(items) -> bool:
+    """True if a header the WARC spec allows once per record occurs twice."""
+    seen = set()
+    for k, _ in items:
+        k = k.lower()
+        if k in _UNIQUE and k in seen:
+            return True
+        seen.add(k)
+    return False
+
+
+def _same_record(a: WarcRecord, b: WarcRecord) -> bool:
+    return a.offset == b.offset and (a.record_id or "").strip() == (b.record_id or "").strip()
+
+
+def iter_records(open_stream: Callable[[], ContextManager[BinaryIO]], prefer_fast: bool = True,
+                 max_record_bytes: int = MAX_RECORD_BYTES, compression: str | None = None) -> Iterator[WarcRecord]:
+    """Yield every record of the file that ``open_stream()`` opens (a seekable binary stream).
+
+    The fast path (gzip files whose members hold one record each) holds back the last record it
+    read; when it ends, for whatever reason, the tolerant parser reads from that record's offset
+    to the end of the file, so a record FastWARC skipped at the end, or damage it could not see,
+    is still read or reported. Where the held offset is not a member start (records sharing one
+    gzip member), the tolerant parser reads the whole file and the records the fast path already
+    gave are skipped, in order.
+    ``compression``: see ``iter_records_tolerant``. A file of 0 bytes is one ``empty_file`` record.
     """
-    done: set[int] = set()
-    if prefer_fast:
-        held = None  # one record held back: damage is often noticed only at the next record (B02)
-        try:
-            with open_stream() as fh:
-                for rec in iter_records_fast(fh):
-                    if held is not None:
-                        done.add(held.offset)
-                        yield finish_record(held)
-                    held = rec
-            if held is not None:
-                yield finish_record(held)
-            return
-        except FallbackNeeded:
-            pass
     with open_stream() as fh:
-        for rec in iter_records_tolerant(fh):
-            if rec.offset in done and rec.error is None:
-                continue
-            yield finish_record(rec)
+        head = fh.read(64)
+        if not head:
+            yield WarcRecord(0, error="empty_file", detail="the file has 0 bytes")
+            return
+        kind = sniff(head)
+        fh.seek(0)
+        emitted: list[str | None] = []
+        last_offset = 0
+        held = None  # damage is often noticed only at the next record (B02)
+        # Plain files take the tolerant parser: FastWARC merges a cut header with the next record's.
+        # FastWARC's offsets are member offsets only where each member holds one record.
+        if prefer_fast and kind == "gzip" and _one_record_members(fh):
+            fh.seek(0)
+            try:
+                for rec in iter_records_fast(fh, max_record_bytes):
+                    if held is not None:
+                        if rec.offset <= held.offset:
+                            raise FallbackNeeded("records share a member")
+                        emitted.append(held.record_id)
+                        last_offset = held.offset
+                        yield finish_record(held, max_record_bytes)
+                    held = rec
+            except FallbackNeeded:
+                pass
+        for rec in _tolerant_tail(fh, held, emitted, last_offset, max_record_bytes, compression):
+            yield finish_record(rec, max_record_bytes)
+
+
+def _tolerant_tail(fh: BinaryIO, held: WarcRecord | None, emitted: list[str | None], last_offset: int,
+                   cap: int, compression: str | None) -> Iterator[WarcRecord]:
+    """The tolerant parser's records from the fast path's held record on (that one included), or,
+    where its offset is not a member start, from the file's start without the records already given."""
+    if held is not None:
+        fh.seek(held.offset)
+        if fh.read(3) == b"\x1f\x8b\x08":
+            fh.seek(held.offset)
+            tol = iter_records_tolerant(fh, held.offset, cap, compression)
+            first = next(tol, None)
+            if first is not None and _same_record(first, held):
+                yield first
+                yield from tol
+                return
+            tol.close()
+    fh.seek(0)
+    yield from _skip_emitted(iter_records_tolerant(fh, 0, cap, compression), emitted, last_offset)
+
+
+def _one_record_members(fh: BinaryIO) -> bool:
+    """True unless the first gzip member plainly holds more than its first record (a whole file
+    compressed as one member). Reads at most ``_CHUNK`` decompressed bytes."""
+    d = zlib.decompressobj(31)
+    out = bytearray()
+    data = b""
+    try:
+        while not d.eof and len(out) < _CHUNK:
+            if not data:
+                data = fh.read(1 << 16)
+                if not data:
+                    break
+            out += d.decompress(data, _CHUNK - len(out))
+            data = d.unconsumed_tail
+    except zlib.error:
+        return True  # damaged: the fast path fails on it and the tolerant parser takes over
+    end = out.find(b"\r\n\r\n")
+    headers, _ = _parse_header_block(bytes(out[:end])) if end >= 0 else ({}, [])
+    cl = headers.get("content-length", "").strip()
+    if not cl.isdigit():
+        return True
+    rest = out[end + 4 + int(cl):]
+    return not rest.strip(BLANK) if d.eof else end + 4 + int(cl) >= len(out)
+
+
+def _skip_emitted(records: Iterator[WarcRecord], emitted: list[str | None], last_offset: int) -> Iterator[WarcRecord]:
+    """``records`` without its first ``len(emitted)`` (already given, same record ids in order).
+    Offsets never go below ``last_offset`` (the last given), so the file order holds."""
+    k = 0
+    for rec in records:
+        if k < len(emitted) and rec.record_id == emitted[k]:
+            k += 1
+            continue
+        k = len(emitted)  # out of step: give everything from here rather than lose a record
+        rec.offset = max(rec.offset, last_offset)
+        yield rec
