@@ -145,7 +145,29 @@ def cmd_run(args) -> int:
         err.print(f"[bold red]ledger does not balance:[/] {e}")
         return 3
     print_summary(out, result, manifest)
+    _print_unreadable(err, result.tasks)
     return _print_failed(err, result.failed)
+
+
+def unreadable_inputs(records: list[dict]) -> list[tuple[str, dict]]:
+    """Inputs (of tasks that finished) that gave no record but errored ones, e.g. a zero-byte
+    file (``read:empty_file``) or one whose every member is damaged: ``(input, {reason: count})``."""
+    out = []
+    for r in records:
+        st = r["ledger"]["stages"]["read"]
+        if not r.get("failed") and st["kept"] == 0 and st["errored"] and not st["rejected"]:
+            out.append((r["input"], st["errored"]))
+    return out
+
+
+def _print_unreadable(err: Console, records: list[dict]) -> None:
+    bad = unreadable_inputs(records)
+    if bad:
+        err.print(f"[bold yellow]{len(bad)} input file(s) gave no record[/] (each counted as errored in the ledger):",
+                  highlight=False, soft_wrap=True)
+        for path, reasons in bad:
+            err.print(f"  {path}: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())),
+                      highlight=False, markup=False, soft_wrap=True)
 
 
 def _dry_run(out: Console, err: Console, manifest, inputs, args) -> int:

@@ -163,7 +163,8 @@ def dask_client(manifest: Manifest, quiet: bool = False):
         log.warning("the Dask dashboard listens on %s: anyone who reaches this host can watch the run "
                     "(task names, file paths, counters) without a password; the default is 127.0.0.1 "
                     "(reach it through an SSH tunnel)", c.dashboard_address)
-    cluster = local_cluster(n, c.threads_per_worker, c.memory_limit, c.dashboard_address, c.retries)
+    # memory_limit auto: a share of the machine per worker (Cluster.worker_memory_limit), not Dask's auto
+    cluster = local_cluster(n, c.threads_per_worker, c.worker_memory_limit(n), c.dashboard_address, c.retries)
     client = Client(cluster)
     try:
         yield client

@@ -310,7 +310,8 @@ def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, 
 PROGRESS_TOPIC = "datapipe-progress"
 
 
-def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[int] | None = None) -> None:
+def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[int] | None = None,
+                     offset: int | None = None) -> None:
     """Tell the client and the scheduler (datapipe.monitor) how far this task has got: records read
     and its ledger so far, per stage ``[in, kept, rejected, errored]`` (cumulative, so a retry
     replaces its dead attempt). ``read`` holds the read stage's counts while it is still open.
@@ -321,8 +322,10 @@ def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[in
     try:
         from distributed import get_worker
 
-        get_worker().log_event(PROGRESS_TOPIC, {"task": spec.task_id, "run": spec.output,
-                                                "records": records, "stages": stages})
+        ev = {"task": spec.task_id, "run": spec.output, "records": records, "stages": stages}
+        if offset is not None:  # where a worker killed for memory was (datapipe.task_failure)
+            ev["offset"] = offset
+        get_worker().log_event(PROGRESS_TOPIC, ev)
     except (ImportError, ValueError):
         pass
 
@@ -409,7 +412,8 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
                     flush()
                     batch = []
                     n_rr, n_re = len(read_rej), len(read_err)
-                    _report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re])
+                    _report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re],
+                                     offset=item.row.get("warc_offset"))
             elif item.status == "rejected":
                 read_rej.append(item.reason)
             else:

@@ -213,3 +213,23 @@ def test_stage_exception_keeps_message_and_errors_only_its_batch(tmp_path, caplo
     assert errs[0]["error_reason"].startswith("boom:exception:ValueError: the model file is truncated at byte 1234")
     assert len(errs[0]["error_reason"]) < 400
     assert caplog.text.count("stage boom failed") == 1 and "Traceback" in caplog.text
+
+
+def test_zero_byte_input_is_named_at_the_end(tmp_path, data_dir):
+    """A zero-byte input is one errored ledger row (read:empty_file) and the run names it (issue 14)."""
+    import yaml
+
+    empty = tmp_path / "empty.warc.gz"
+    empty.write_bytes(b"")
+    data = yaml.safe_load((REPO / "manifests" / "cc-2026.yaml").read_text())
+    data["inputs"] = {"paths": [str(empty), str(data_dir / "warc" / "dolma_wget_sample-0000.warc.gz")]}
+    data.update(output=str(tmp_path / "out"), cluster={"workers": 1, "dashboard_address": "127.0.0.1:0"},
+                report={"enabled": False})
+    man = tmp_path / "m.yaml"
+    man.write_text(yaml.safe_dump(data))
+    p = _cli(["run", str(man), "--no-progress"])
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert "1 input file(s) gave no record" in err and f"{empty}: read:empty_file 1" in " ".join(err.split())
+    led = json.loads((tmp_path / "out" / "ledger.json").read_text())
+    assert led["stages"]["read"]["errored"].get("read:empty_file") == 1

@@ -268,16 +268,20 @@ class TokenizePhase(Phase):
         return self.manifest.section("mix") or MixConfig(), self.manifest.section("tokenize")
 
     def config(self) -> dict:
-        mix, tok = self._configs()
-        # speed-only knobs do not change the shards; the tokenizer's own bytes do
-        return {"mix": mix.model_dump(mode="json"),
-                "tokenize": tok.model_dump(mode="json", exclude={"batch_size", "num_threads", "keep_intermediate"}),
-                "tokenizer_sha256": load_tokenizer(tok).sha256}
+        if getattr(self, "_config", None) is None:
+            from datapipe.stages.phases.tokenize.tokenizer import _files_sha256
+
+            mix, tok = self._configs()
+            # speed-only knobs do not change the shards; the tokenizer's own bytes do (hashed, not
+            # loaded: building a BPE costs about a second, and the fingerprint is asked for often)
+            self._config = {"mix": mix.model_dump(mode="json"),
+                            "tokenize": tok.model_dump(mode="json",
+                                                       exclude={"batch_size", "num_threads", "keep_intermediate"}),
+                            "tokenizer_sha256": _files_sha256(resolve_files(tok)[1])}
+        return self._config
 
     def check(self) -> None:
-        for cfg in self._configs():
-            if hasattr(cfg, "check"):
-                cfg.check()
+        load_tokenizer(self._configs()[1])  # TokenizerError before any work
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
         fs, root = fsspec.core.url_to_fs(ctx.url(self._configs()[1].output, "index.json"), **ctx.storage_options)
