@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -34,12 +35,19 @@ def sample_run(data_dir, tmp_path_factory):
 
 def test_every_shard_has_one_schema(sample_run):
     _, out = sample_run
-    files = sorted(f for d in ("documents", "rejected", "errors") for f in (out / d).glob("*.parquet"))
-    assert {f.parent.name for f in files} == {"documents", "rejected", "errors"}
+    files = sorted(f for d in ("documents", "rejected", "errors", "_filtered") for f in (out / d).glob("*.parquet"))
+    assert {f.parent.name for f in files} == {"documents", "rejected", "errors", "_filtered"}
     assert any(f.name.startswith("dedup-") for f in files)  # phase 2 wrote its rejections in the same schema
-    schemas = {pq.read_schema(f) for f in files}
+    published = [f for f in files if f.parent.name == "documents" or f.name.startswith("dedup-")]
+    phase1 = [f for f in files if f not in published]
+    schemas = {pq.read_schema(f) for f in phase1}
     assert len(schemas) == 1
-    names = set(next(iter(schemas)).names)
+    full = next(iter(schemas))
+    snaps = [n for n in full.names if n.startswith("text_before_")]
+    assert snaps == ["text_before_c4", "text_before_pii"]  # the stages that edit the text
+    # published rows: the same schema without the snapshots (they may hold text before PII masking)
+    assert {pq.read_schema(f) for f in published} == {pa.schema([fl for fl in full if fl.name not in snaps])}
+    names = set(full.names)
     assert {"id", "url", "host", "warc_file", "warc_record_id", "warc_date", "content_type", "charset",
             "text", "lang", "lang_score", "reject_reason", "reject_stage", "error_reason"} <= names
 
