@@ -144,8 +144,11 @@ def test_missing_crawl_listing_is_a_clear_error(tmp_path):
     from datapipe.io.paths import InputError
 
     with http_server(tmp_path) as srv:
-        with pytest.raises(InputError, match="CC-MAIN-1999-01.*warc.paths.gz"):
+        with pytest.raises(InputError, match="CC-MAIN-1999-01.*warc.paths.gz") as ei:
             resolve_inputs([], "CC-MAIN-1999-01", 1, srv.url + "/")
+    msg = str(ei.value)
+    url = srv.url + "/crawl-data/CC-MAIN-1999-01/warc.paths.gz"
+    assert msg.count(url) == 1 and "404" in msg, msg  # the URL once, and the HTTP status (issue 14)
 
 
 @pytest.fixture(scope="module")
