@@ -25,14 +25,10 @@ def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])
 
 
-def write_table_atomic(url: str, table: pa.Table, storage_options: dict | None = None,
-                       row_group_size: int = 50_000, *, fs=None) -> None:
-    """Write ``table`` as one zstd Parquet file at ``url`` in one call (temporary name, then rename).
-
-    The bytes depend only on the table's content and ``row_group_size`` (chunks are combined
-    first), so two runs that compute the same rows write identical files. ``fs``: an fsspec
-    filesystem when ``url`` is already a path on it.
-    """
+def write_atomic(url: str, write, mode: str = "wb", storage_options: dict | None = None, *, fs=None) -> None:
+    """The engine's one atomic writer: ``write(fh)`` fills a temporary file beside ``url``, which is
+    then renamed into place; on any error the temporary file is removed and ``url`` left as it
+    was. ``fs``: an fsspec filesystem when ``url`` is already a path on it."""
     if fs is None:
         fs, final = fs_and_path(url, storage_options)
     else:
@@ -40,13 +36,25 @@ def write_table_atomic(url: str, table: pa.Table, storage_options: dict | None =
     fs.makedirs(final.rsplit("/", 1)[0], exist_ok=True)
     tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        with fs.open(tmp, "wb") as fh:
-            pq.write_table(table.combine_chunks(), fh, compression=COMPRESSION, row_group_size=row_group_size)
+        with fs.open(tmp, mode) as fh:
+            write(fh)
         fs.mv(tmp, final)
     except BaseException:
         if fs.exists(tmp):
             fs.rm(tmp)
         raise
+
+
+def write_table_atomic(url: str, table: pa.Table, storage_options: dict | None = None,
+                       row_group_size: int = 50_000, *, fs=None) -> None:
+    """Write ``table`` as one zstd Parquet file at ``url`` in one call (``write_atomic``).
+
+    The bytes depend only on the table's content and ``row_group_size`` (chunks are combined
+    first), so two runs that compute the same rows write identical files.
+    """
+    t = table.combine_chunks()
+    write_atomic(url, lambda fh: pq.write_table(t, fh, compression=COMPRESSION, row_group_size=row_group_size),
+                 "wb", storage_options, fs=fs)
 
 
 def remove_file(url: str, storage_options: dict | None = None) -> bool:
@@ -63,18 +71,9 @@ def remove_file(url: str, storage_options: dict | None = None) -> bool:
 
 def write_json_atomic(url: str, obj, storage_options: dict | None = None, *, fs=None,
                       sort_keys: bool = False) -> None:
-    """Write ``obj`` as indented JSON to ``url`` via a temporary name and a rename: the engine's one
-    JSON writer (markers, ledger, token index). Key order is kept (stages are in chain order)
-    unless ``sort_keys``. ``fs``: an fsspec filesystem when ``url`` is already a path on it."""
-    if fs is None:
-        fs, path = fs_and_path(url, storage_options)
-    else:
-        path = url
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with fs.open(tmp, "w") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=sort_keys)
-    fs.mv(tmp, path)
+    """Write ``obj`` as indented JSON to ``url`` (``write_atomic``): markers, ledger, token index.
+    Key order is kept (stages are in chain order) unless ``sort_keys``."""
+    write_atomic(url, lambda fh: json.dump(obj, fh, indent=2, sort_keys=sort_keys), "w", storage_options, fs=fs)
 
 
 def read_json(url: str, storage_options: dict | None = None):
