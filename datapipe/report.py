@@ -105,7 +105,7 @@ def signal_reasons(configs: list[tuple[str, dict]], ledger_stages: dict) -> dict
             pairs.append((cls.column, f"{name}:score"))
         mapped = {r for _, r in pairs}
         for f in getattr(cls, "fields", []):  # reasons named after the column's tail
-            pairs += [(f.name, r) for r in seen if r not in mapped and f.name.endswith("_" + r.split(":", 1)[1])]
+            pairs += [(f.name, r) for r in seen if r not in mapped and f.name.endswith("_" + r.split(":", 1)[-1])]
         for col, r in pairs:
             if r not in out.setdefault(col, []):
                 out[col].append(r)

@@ -128,7 +128,12 @@ def config_lines(configs: list[tuple[str, dict]], width: int = 80, value_chars: 
     return out
 
 
-def flat_items(cfg: dict, prefix: str = ""):
+def flat_items(cfg, prefix: str = ""):
+    """``(dotted key, value)`` of a nested config; a plain value (e.g. a tokenizer's sha256 beside
+    the sections) is one ``("value", v)`` item."""
+    if not isinstance(cfg, dict):
+        yield prefix.rstrip(".") or "value", cfg
+        return
     for k, v in cfg.items():
         if isinstance(v, dict) and v:
             yield from flat_items(v, f"{prefix}{k}.")

@@ -164,3 +164,15 @@ def test_bad_manifest_cli(tmp_path):
     p.write_text("inputs: {paths: [x]}\noutput: o\nstages:\n  - langid: {min_score: x}\n")
     r = _cli(["run", str(p)], cwd=REPO)
     assert r.returncode == 2 and f"{p}:4:" in r.stderr and "min_score" in r.stderr
+
+
+def test_main_job_draws_its_report(sample_run):
+    """Regression: the report phase failed on the main manifest (a reason without ':' such as
+    c4_curly_bracket, and the tokenize phase's tokenizer_sha256 beside its sections), and the run
+    only warned. The main job must end with its report, recorded as a phase."""
+    result, out = sample_run
+    assert result.report and (out / "report.html").is_file()
+    html = (out / "report.html").read_text()
+    assert "Settings in force" in html and "tokenizer_sha256" in html
+    marker = json.loads((out / "_phases" / "report.json").read_text())
+    assert marker["stats"]["path"].endswith("report.html")
