@@ -38,6 +38,7 @@ class PhasePlan:
     why: str
     fingerprint: str
     upstream: dict
+    forced: bool = False  # --from / --only: rerun whatever the marker says
 
 
 @dataclass
@@ -168,7 +169,7 @@ def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: 
             action, why = "run", "upstream " + ", ".join(names) + " changed"
         if action == "run":
             changed.add(ph.writes)
-        out.append(PhasePlan(ph.name, action, why, fp, upstream))
+        out.append(PhasePlan(ph.name, action, why, fp, upstream, forced=ph.name in forced))
         ctx.lineage[ph.writes] = fp
     return out
 

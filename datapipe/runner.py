@@ -266,7 +266,7 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
             on_phase) -> dict:
     """Run or skip every enabled phase by lineage; add their ledger rows; return their stats."""
     so = manifest.inputs.storage_options
-    forced = {p.name for p in plan.phases if p.why.startswith("forced")}
+    forced = {p.name for p in plan.phases if p.forced}
     lineage = {"tasks": tasks_fingerprint(records)}
     stats: dict = {}
     for cls in phases():
