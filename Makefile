@@ -22,6 +22,8 @@ help:
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(PIP) install -q -U "pip>=24"
+	# fasttext-numpy2 (used before) installs the same module as fasttext-community: never both
+	$(PIP) uninstall -y -q fasttext-numpy2 2>/dev/null || true
 	# torch extra: the CPU build that lies on this disk (about 95 s once); tests/test_ablate.py trains with it
 	$(PIP) install -q --only-binary=:all: -e ".[test,torch]"
 	touch $@

@@ -44,7 +44,7 @@ HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "safety": "bench_safety.py"}  # safety test set recall / false rejection, new vs whole-document scoring
 HELPER_TIMEOUT_S = 420
 HELPER_TIMEOUTS = {"extraction": 1200}  # trafilatura: 3 passes over 1,171 pages at ~20 docs/s
-OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-numpy2", "dask", "distributed", "numpy",
+OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-community", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
 
 # figure -> (reference figure, what the reference is). Ratio = figure rate / reference rate.

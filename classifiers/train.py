@@ -8,10 +8,11 @@ preprocessing, parameters, sources with sha256, metrics). The shipped models are
 ``train_quality``, ``train_toxicity`` and ``train_nsfw`` (``datapipe classifiers train
 quality|toxicity|nsfw``).
 
-Reproducibility with fasttext-numpy2 0.10.4: train ONE model per process (a second
-``train_supervised`` in the same process gave different bytes or "Encountered NaN"), and use
-``lrUpdateRate=1`` (with the default 100 small inputs diverged). So configured, two CLI runs of
-each recipe produced byte-identical ``.ftz`` files (sha256 checked).
+Reproducibility: trained with fasttext-community 0.11.9, ``thread=1`` and ``lrUpdateRate=1``
+(with the default 100 small inputs diverged), the same inputs give byte-identical ``.ftz`` files,
+also for several trainings in one process and whatever the process environment. fasttext-numpy2
+0.10.4, used before, read uninitialised memory while training: its weights changed with the size
+of the environment and a CI machine produced two different models from one input.
 """
 from __future__ import annotations
 
@@ -94,25 +95,6 @@ def _fit(train_file: str, out: str, seed: int, params: dict, quantize_cutoff: in
     model.save_model(out)
 
 
-def _fit_in_fresh_process(*args) -> None:
-    """Train in a spawned child: fasttext-numpy2 0.10.4 keeps state between trainings in one process
-    (a second training there gives other bytes or ``RuntimeError: Encountered NaN``; seen in our test
-    suite), while the same training in a fresh process is stable and byte-reproducible."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # The same training in a fresh process also reported NaN, rarely and not repeatably (seen twice
-    # in full-suite runs on a loaded 2-core machine, never alone): try again, in a new process.
-    for attempt in range(3):
-        try:
-            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as ex:
-                ex.submit(_fit, *args).result()
-            return
-        except RuntimeError as e:
-            if "Encountered NaN" not in str(e) or attempt == 2:
-                raise
-
-
 def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: str | Path,
                  pos_label: str, neg_label: str, params: dict | None = None, seed: int = 1,
                  valid_pct: int = 20, preprocessing: str = "datapipe-v1", max_tokens: int = 1000,
@@ -137,7 +119,7 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
         with open(train_file, "w", encoding="utf-8") as f:
             for _, text, lab in train:
                 f.write(f"{LABEL_PREFIX}{lab} {preprocess(text, preprocessing, max_tokens)}\n")
-        _fit_in_fresh_process(str(train_file), str(out), seed, params, quantize_cutoff)
+        _fit(str(train_file), str(out), seed, params, quantize_cutoff)
     meta = {
         "labels": [pos_label, neg_label], "positive_label": pos_label, "preprocessing": preprocessing,
         "max_tokens": max_tokens, "params": params, "seed": seed, "thread": 1, "valid_pct": valid_pct,
@@ -145,7 +127,7 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
         "n_train_pos": sum(r[2] == pos_label for r in train), "n_heldout_pos": sum(r[2] == pos_label for r in held),
         "sources": [{"spec": s, "sha256": sha256_file(s.split(":", 1)[-1] if not Path(s).is_file() else s)}
                     for s in (sources or [])],
-        "fasttext": "fasttext-numpy2==0.10.4", "bytes": out.stat().st_size,
+        "fasttext": "fasttext-community==0.11.9", "bytes": out.stat().st_size,
         **(extra_meta or {}),
     }
     side = out.with_suffix(".json")

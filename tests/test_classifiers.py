@@ -77,7 +77,7 @@ def test_training_learns_and_writes_sidecar(tmp_path):
     # lr 0.1: at the default 0.2 this tiny set diverged once ("Encountered NaN") in a full-suite run
     meta = train_binary(pos, neg, tmp_path / "m.ftz", "wiki", "cc", params={"epoch": 5, "bucket": 1000, "lr": 0.1},
                         quantize_cutoff=1000)
-    # One training per process (see train.py on fasttext-numpy2); held-out sets trivially separable.
+    # Held-out sets trivially separable.
     assert meta["metrics"]["f1"] == 1.0 and meta["n_train"] + meta["n_heldout"] == 120
     assert json.loads((tmp_path / "m.json").read_text())["positive_label"] == "wiki"
 
@@ -107,15 +107,32 @@ def test_cli_help_and_predict(capsys, tmp_path):
     assert row["label"] == "cc" and row["p_wiki"] < 0.5
 
 
-def test_two_trainings_in_one_process_are_identical(tmp_path):
-    # Regression: fasttext-numpy2 keeps state between trainings in one process ("Encountered NaN",
-    # different bytes); train_binary now trains in a fresh child process each time.
-    pos = [(f"p{i}", f"the lobster is a species of crustacean number {i} in the sea") for i in range(60)]
-    neg = [(f"n{i}", f"login register share on facebook cookie policy page {i}") for i in range(60)]
-    params = {"epoch": 5, "bucket": 1000}
-    train_binary(pos, neg, tmp_path / "a.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
-    train_binary(pos, neg, tmp_path / "b.ftz", "wiki", "cc", params=params, quantize_cutoff=1000)
-    assert (tmp_path / "a.ftz").read_bytes() == (tmp_path / "b.ftz").read_bytes()
+_TRAIN_SNIPPET = """
+import sys
+from datapipe.classifiers.train import train_binary
+pos = [(f"p{i}", f"the lobster is a species of crustacean number {i} in the sea") for i in range(60)]
+neg = [(f"n{i}", f"login register share on facebook cookie policy page {i}") for i in range(60)]
+for out in sys.argv[1:]:
+    train_binary(pos, neg, out, "wiki", "cc", params={"epoch": 5, "bucket": 1000}, quantize_cutoff=1000)
+"""
+
+
+def test_trainings_are_byte_identical_in_one_process_and_across_environments(tmp_path):
+    # Regression: fasttext-numpy2 read uninitialised memory while training, so the weights changed
+    # with the size of the process environment (CI trained two different models from one input) and
+    # a second training in one process differed or raised "Encountered NaN".
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for k, pad in enumerate((0, 1000, 20000)):
+        env = {**os.environ, "DATAPIPE_TEST_PAD": "x" * pad}
+        pair = [str(tmp_path / f"{k}a.ftz"), str(tmp_path / f"{k}b.ftz")]
+        subprocess.run([sys.executable, "-c", _TRAIN_SNIPPET, *pair], env=env, check=True, timeout=300)
+        outs += pair
+    blobs = {open(o, "rb").read() for o in outs}
+    assert len(blobs) == 1, f"{len(blobs)} different models from {len(outs)} trainings"
 
 
 def test_toxicity_model_ignores_sexual_and_clinical_topics():

@@ -1,4 +1,4 @@
-"""Language ID with lid.176 (fasttext-numpy2): CS336 expectations and cases B16/B17."""
+"""Language ID with lid.176 (fasttext-community): CS336 expectations and cases B16/B17."""
 import pytest
 
 from datapipe.stages.langid import LangId, LangIdConfig, predict_languages
