@@ -39,12 +39,14 @@ def add_cli(sub) -> None:
     q.add_argument("--doc", metavar="ID", help="one document in full: provenance, signals, fate, cluster")
     q.add_argument("--what-if", action="append", metavar="STAGE.PARAM=VALUE",
                    help="recompute a stage's decisions with a changed config value (repeatable, one stage)")
-    p.add_argument("--where", metavar="EXPR", default="true", help="DuckDB SQL filter, e.g. \"quality_score < 0.3\"")
-    p.add_argument("--columns", metavar="A,B", help="columns to show with --where")
+    p.add_argument("--where", metavar="EXPR",
+                   help="DuckDB SQL filter over the documents of --kept, --rejected or --errors (one of them is "
+                        "required: alone, --where is an error), e.g. \"quality_score < 0.3\"; default: every row")
+    p.add_argument("--columns", metavar="A,B", help="columns to show (with --kept, --rejected or --errors)")
     p.add_argument("--limit", type=int, default=20, help="rows to show with --where (the count is always exact)")
     p.add_argument("--sample", type=int, default=5, metavar="N", help="documents to draw with --reason")
     p.add_argument("--seed", type=int, default=0, help="random seed for --reason (same seed, same documents)")
-    p.add_argument("--text", action="store_true", help="include text with --where")
+    p.add_argument("--text", action="store_true", help="include text (with --kept, --rejected or --errors)")
     p.add_argument("--raw", action="store_true", help="with --doc: print the original HTML from the WARC file")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_inspect)
@@ -75,7 +77,7 @@ def cmd_report(args) -> int:
 
 def cmd_inspect(args) -> int:
     out, err = Console(), Console(stderr=True)
-    asked = [f for f, v in (("--where", args.where != "true"), ("--columns", args.columns), ("--text", args.text))
+    asked = [f for f, v in (("--where", args.where is not None), ("--columns", args.columns), ("--text", args.text))
              if v]
     if asked and not (args.kept or args.rejected or args.errors):
         # Without a kind these were ignored and the funnel printed: say so instead.
@@ -89,7 +91,7 @@ def cmd_inspect(args) -> int:
         elif args.kept or args.rejected or args.errors:
             kind = "kept" if args.kept else "rejected" if args.rejected else "errors"
             cols = args.columns.split(",") if args.columns else None
-            res = I.where(run, kind, args.where, args.limit, cols, args.text)
+            res = I.where(run, kind, args.where if args.where is not None else "true", args.limit, cols, args.text)
             show = _show_where
         elif args.doc:
             res = I.document(run, args.doc)

@@ -112,3 +112,10 @@ def test_stages_lists_every_field_with_default_and_range(capsys, monkeypatch):
 def test_inspect_where_without_a_kind_is_an_error(tmp_path, capsys):
     assert cli.main(["inspect", str(tmp_path), "--where", "lang = 'de'"]) == 2
     assert "--where needs --kept, --rejected or --errors" in capsys.readouterr().err
+    # an explicit "--where true" was taken for the default and the funnel printed
+    assert cli.main(["inspect", str(tmp_path), "--where", "true"]) == 2
+    assert "--where needs --kept, --rejected or --errors" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["inspect", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert "--where is an error" in helptext and "one of them is required" in helptext
