@@ -119,3 +119,29 @@ def test_inspect_where_without_a_kind_is_an_error(tmp_path, capsys):
         cli.main(["inspect", "--help"])
     helptext = " ".join(capsys.readouterr().out.split())
     assert "--where is an error" in helptext and "one of them is required" in helptext
+
+
+def _subparsers(parser, path=()):
+    """Every (command path, parser) of the CLI, nested subcommands included."""
+    import argparse
+
+    yield path, parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sub in a.choices.items():
+                if sub.prog.split()[-1] == name:  # aliases share a parser: visit it once
+                    yield from _subparsers(sub, (*path, name))
+
+
+def test_no_help_prints_a_default_of_none():
+    """``ablate --help`` printed "(default: None)" for settings that come from the manifest."""
+    from datapipe.ablate.manifest import AblationManifest, ClusterCfg
+
+    helps = {" ".join(path): " ".join(p.format_help().split()) for path, p in _subparsers(cli.build_parser())}
+    assert {"ablate", "inspect", "run", "tokenizer info", "classifiers train"} <= set(helps)
+    assert [c for c, h in helps.items() if "None" in h] == []
+    ab = helps["ablate"]
+    fields, cluster = AblationManifest.model_fields, ClusterCfg.model_fields
+    assert f"device:, default {fields['device'].default})" in ab and f"threads:, default {fields['threads'].default})" in ab
+    assert f"cluster.workers:, default {cluster['workers'].default})" in ab
+    assert fields["run"].is_required() and fields["budget_tokens"].is_required() and ab.count("required there") == 2

@@ -12,21 +12,25 @@ def add_cli(sub) -> None:
         description="Materialize one training set per candidate mixture from a finished run's token shards "
                     "(no re-tokenization), train a proxy LM on each (or run --trainer-cmd), score held-out "
                     "sets, and write a ranked table, a plot and a recommended mix: block. Finished mixtures "
-                    "are skipped on rerun.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "are skipped on rerun. Every option below replaces the manifest's setting; left out, the "
+                    "manifest's value (or its default, named in each option) applies.")
     p.add_argument("manifest", help="ablation manifest (e.g. manifests/ablation.yaml)")
-    p.add_argument("--run", help="finished run directory; replaces the manifest's run")
-    p.add_argument("--output", help="ablation output directory; replaces the manifest's output")
-    p.add_argument("--budget-tokens", type=int, help="training tokens per proxy run")
-    p.add_argument("--device", help="auto, cpu, cuda or cuda:N (built-in trainer)")
-    p.add_argument("--threads", type=int, help="torch CPU threads per proxy run")
+    p.add_argument("--run", help="finished run directory (the manifest's run:, required there)")
+    p.add_argument("--output", help="ablation output directory (the manifest's output:, default RUN/ablation/NAME)")
+    p.add_argument("--budget-tokens", type=int,
+                   help="training tokens per proxy run (the manifest's budget_tokens:, required there)")
+    p.add_argument("--device", help="auto, cpu, cuda or cuda:N, built-in trainer (the manifest's device:, default auto)")
+    p.add_argument("--threads", type=int, help="torch CPU threads per proxy run (the manifest's threads:, default 1)")
     p.add_argument("--trainer-cmd", metavar="TEMPLATE",
                    help="external trainer, e.g. 'python train.py {train_index} {eval_dir} {out}'; it must "
-                        "write {out}/metrics.json with {\"eval\": {set: loss}}")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run proxies on this Dask scheduler")
-    p.add_argument("--workers", type=int, help="local Dask workers (1 = in-process, no Dask)")
-    p.add_argument("--gpu-resources", action="store_true", help="each proxy task needs the worker resource GPU=1")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+                        "write {out}/metrics.json with {\"eval\": {set: loss}} (default: the built-in proxy)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run proxies on this Dask scheduler (the manifest's cluster.scheduler:, default none)")
+    p.add_argument("--workers", type=int,
+                   help="local Dask workers, 1 = in-process without Dask (the manifest's cluster.workers:, default 1)")
+    p.add_argument("--gpu-resources", action="store_true",
+                   help="each proxy task needs the worker resource GPU=1 (the manifest's cluster.gpu_resources:)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the ranking")
     p.set_defaults(func=cmd_ablate)
 
 
