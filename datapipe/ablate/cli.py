@@ -1,7 +1,6 @@
 """``datapipe ablate MANIFEST``: the command line of the mixture ablation."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
