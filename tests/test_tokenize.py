@@ -132,3 +132,24 @@ def test_cli_train_and_encode(tmp_path, capsys, texts):
     capsys.readouterr()
     assert cli_main(["tokenizer", "encode", "--tokenizer", str(out), texts[0][:200]]) == 0
     assert json.loads(capsys.readouterr().out) == ref.encode(texts[0][:200], add_special_tokens=False).ids
+
+
+def _trained(tmp_path, texts):
+    run = tmp_path / "run"
+    (run / "documents").mkdir(parents=True)
+    pq.write_table(pa.table({"text": texts[:40]}), run / "documents" / "part-0.parquet")
+    out = tmp_path / "sub" / "tokenizer.json"
+    assert cli_main(["tokenizer", "train", str(run), "--out", str(out), "--vocab-size", "400"]) == 0
+    return out
+
+
+def test_cli_trained_tokenizer_has_the_umask_mode(tmp_path, texts):
+    """A trained tokenizer was written 0600 (a mkstemp file renamed into place)."""
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    out = _trained(tmp_path, texts)
+    assert os.stat(out).st_mode & 0o777 == 0o666 & ~mask
+    assert [p.name for p in out.parent.iterdir()] == ["tokenizer.json"]  # no temporary file left
+
