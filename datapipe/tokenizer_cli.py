@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-_TOK_HELP = ("r50k_base (GPT-2, default), cl100k_base, gpt2_bpe (shared gpt2_vocab.json + gpt2_merges.txt), "
+_TOK_HELP = ("r50k_base (GPT-2), cl100k_base, gpt2_bpe (shared gpt2_vocab.json + gpt2_merges.txt), "
              "a *.tiktoken file or a tokenizer.json path")
 
 
@@ -42,8 +42,14 @@ def _cmd_train(args) -> int:
 def _load(args):
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, TokenizerError, load_tokenizer
 
+    name = args.tokenizer
+    given = getattr(args, "tokenizer_arg", None)
+    if given is not None:
+        if name is not None and name != given:
+            raise SystemExit(f"error: two tokenizers given: {given} and --tokenizer {name}")
+        name = given
     try:
-        return load_tokenizer(TokenizeConfig(tokenizer=args.tokenizer, eos=args.eos, bos=args.bos))
+        return load_tokenizer(TokenizeConfig(tokenizer=name or "r50k_base", eos=args.eos, bos=args.bos))
     except TokenizerError as e:
         raise SystemExit(f"error: {e}")
 
@@ -82,7 +88,9 @@ def add_cli(subparsers) -> None:
     for name, helptext, fn in (("info", "print vocabulary size, dtype, EOS/BOS ids and file hash", _cmd_info),
                                ("encode", "print the ids of TEXT (or stdin) as JSON", _cmd_encode)):
         s = sub.add_parser(name, help=helptext, description=helptext)
-        s.add_argument("--tokenizer", default="r50k_base", help=_TOK_HELP)
+        if name == "info":  # `datapipe tokenizer info tokenizer.json` (encode's positional is the text)
+            s.add_argument("tokenizer_arg", nargs="?", metavar="TOKENIZER", help=f"the same as --tokenizer: {_TOK_HELP}")
+        s.add_argument("--tokenizer", default=None, help=f"{_TOK_HELP} (default r50k_base)")
         s.add_argument("--eos", default="<|endoftext|>", help="EOS token (must exist; default <|endoftext|>)")
         s.add_argument("--bos", default=None, help="BOS token (optional; must exist if given)")
         if name == "encode":

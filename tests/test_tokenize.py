@@ -153,3 +153,20 @@ def test_cli_trained_tokenizer_has_the_umask_mode(tmp_path, texts):
     assert os.stat(out).st_mode & 0o777 == 0o666 & ~mask
     assert [p.name for p in out.parent.iterdir()] == ["tokenizer.json"]  # no temporary file left
 
+
+def test_cli_info_takes_the_tokenizer_as_positional(tmp_path, capsys, texts):
+    """``datapipe tokenizer info FILE`` failed: only ``--tokenizer FILE`` was accepted."""
+    import hashlib
+
+    out = _trained(tmp_path, texts)
+    capsys.readouterr()
+    assert cli_main(["tokenizer", "info", str(out)]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["vocab_size"] == Tokenizer.from_file(str(out)).get_vocab_size() == 400
+    assert info["eos_id"] == 0 and info["sha256"] == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert cli_main(["tokenizer", "info", "--tokenizer", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out) == info
+    with pytest.raises(SystemExit, match="two tokenizers"):
+        cli_main(["tokenizer", "info", str(out), "--tokenizer", "cl100k_base"])
+    assert cli_main(["tokenizer", "info"]) == 0  # the default stays r50k_base
+    assert json.loads(capsys.readouterr().out)["name"] == "r50k_base"
