@@ -14,9 +14,29 @@ _EPILOG = """examples:
   datapipe classifiers evaluate --model quality_wiki_cc.ftz --positives good.jsonl --negatives bad.jsonl
   datapipe classifiers evaluate --model toxicity_weak_en.ftz --jigsaw
   echo "some text" | datapipe classifiers predict --model quality_wiki_cc.ftz
+  datapipe classifiers train quality --positives runs/curated --negatives runs/sample/rejected --out q.ftz
 
-Sources are files, optionally prefixed with their kind (wikitext:, warc:, jsonl:, lines:); a bare
-path's kind is guessed from its name. Relative sample paths resolve under ../shared/data."""
+Sources are files, optionally prefixed with their kind (wikitext:, warc:, jsonl:, parquet:, lines:);
+a bare path's kind is guessed from its name (.warc*, .jsonl*, .parquet, else lines). A directory
+means its *.parquet files, a run directory those of documents/ (the text column of each row).
+Relative sample paths resolve under ../shared/data. A file that cannot be read as its kind is
+an error naming it (exit 2)."""
+
+
+def _readable(fn):
+    """Run a subcommand; a source that is missing or cannot be read is ``error: ...``, exit 2."""
+    def run(args) -> int:
+        from datapipe.classifiers.data import SourceError, expand_sources
+
+        try:
+            for name in ("positives", "negatives", "sources"):
+                if getattr(args, name, None):  # a run directory -> its documents/*.parquet, hashed one by one
+                    setattr(args, name, expand_sources(getattr(args, name)))
+            return fn(args)
+        except (SourceError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return run
 
 
 def _train(args) -> int:
@@ -82,14 +102,15 @@ def add_cli(subparsers) -> None:
                    help="quality: wiki (positives) vs cc (negatives); toxicity: weak LDNOOBW labels; "
                    "nsfw: UT1 adult-URL titles vs real sentences")
     t.add_argument("--positives", nargs="+", metavar="SRC",
-                   help="quality/nsfw: positive sources (default: WikiText-2 valid+test / UT1 URL titles)")
+                   help="quality/nsfw: positive sources: files or directories of Parquet shards, see below "
+                   "(default: WikiText-2 valid+test / UT1 URL titles)")
     t.add_argument("--negatives", nargs="+", metavar="SRC",
                    help="quality/nsfw: negative sources (default: English pages of warc/realpages-1171.warc.gz "
                    "/ dev-half realpages, Dolma CC, WikiText-2)")
     t.add_argument("--sources", nargs="+", metavar="SRC", help="toxicity: text sources to weakly label")
     t.add_argument("--out", required=True, help="output model path (.ftz); the sidecar is <out>.json")
     t.add_argument("--seed", type=int, default=1, help="seed for split, shuffling and fastText (default 1)")
-    t.set_defaults(func=_train)
+    t.set_defaults(func=_readable(_train))
 
     e = sub.add_parser("evaluate", aliases=["eval"], help="precision/recall/F1/AUC of a model on labelled files",
                        description="Evaluate a model on positive/negative sources and/or the Jigsaw sample.")
@@ -100,7 +121,7 @@ def add_cli(subparsers) -> None:
     e.add_argument("--label", help="positive label (default: from the sidecar)")
     e.add_argument("--threshold", type=float, default=0.5, help="decision threshold on P(positive) (default 0.5)")
     e.add_argument("--chunk", type=int, default=200, help="words per chunk when reading sources (default 200)")
-    e.set_defaults(func=_evaluate)
+    e.set_defaults(func=_readable(_evaluate))
 
     r = sub.add_parser("predict", help="label and score texts (files, or stdin one text per line)",
                        description="Print one JSON line per input: best label, its probability, P(positive).")

@@ -16,8 +16,15 @@ Source kinds (``read_source`` picks one from the file name unless ``kind:`` is p
   each path segment of 4 or more words (``/video/123/busty-blonde-...``) is one text, its host the
   group. Those slugs are titles of adult pages: the NSFW model's positives.
 * ``aeb``: the Scrapinghub article-extraction benchmark ``ground-truth.json`` (article bodies).
-* ``jsonl``: JSON lines with a ``text`` field (``id`` as group when present).
+* ``jsonl``: JSON lines with a ``text`` field (``id`` as group when present); ``.gz`` or ``.zst``
+  (the pipeline's ``dolma/*.jsonl.zst`` export).
+* ``parquet``: Parquet files with a ``text`` column (``id`` as group when present): the pipeline's
+  own ``documents/``, ``rejected/`` or ``_filtered/`` shards. A directory stands for its
+  ``*.parquet`` files (a run directory: those of ``documents/``), see :func:`expand_sources`.
 * ``lines``: one document per non-empty line.
+
+A file that cannot be read as its kind (not UTF-8, not JSON, not Parquet, no ``text`` column)
+raises :class:`SourceError` naming the file, the kind and how to choose another.
 """
 from __future__ import annotations
 
@@ -34,6 +41,12 @@ _WT_JOINERS = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")]
 _WT_SPACE_BEFORE = re.compile(r" ([,.;:!?)\]'](?:\s|$))")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _SLUG_SPLIT = re.compile(r"[-_+.,%=&?;:~!]+|\s+")
+KINDS = ("wikitext", "warc", "warc-main", "warc-boilerplate", "warc-dev", "warc-test", "aeb", "ut1-titles",
+         "jsonl", "parquet", "lines")
+
+
+class SourceError(ValueError):
+    """A training source that exists but cannot be read as the kind it was taken for."""
 
 
 def page_split(url: str) -> str:
@@ -46,7 +59,16 @@ def page_split(url: str) -> str:
 
 
 def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".zst":
+        import io
+
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True),
+                                encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def chunk_words(text: str, size: int) -> list[str]:
@@ -175,6 +197,42 @@ def jsonl_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
                 yield str(d.get("id", f"{path}:{i}")), piece
 
 
+def parquet_docs(path: Path, chunk: int = 200) -> Iterator[tuple[str, str]]:
+    """``(id, chunk)`` for each row's ``text`` of a Parquet file (group ``file:row`` without ``id``)."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    names = f.schema_arrow.names
+    if "text" not in names:
+        raise SourceError(f"{path}: no 'text' column (columns: {', '.join(names)})")
+    cols = ["text"] + (["id"] if "id" in names else [])
+    row = 0
+    for batch in f.iter_batches(batch_size=1024, columns=cols):
+        ids = batch.column("id").to_pylist() if "id" in cols else [None] * batch.num_rows
+        for i, text in zip(ids, batch.column("text").to_pylist()):
+            for piece in chunk_words(text or "", chunk):
+                yield str(i) if i is not None else f"{path.name}:{row}", piece
+            row += 1
+
+
+def expand_sources(specs: list[str]) -> list[str]:
+    """Each ``[kind:]path`` spec, a directory replaced by its Parquet files in name order: a run
+    directory (it holds ``documents/``) by ``documents/*.parquet``, any other by ``*.parquet``.
+    Raises SourceError for a directory without Parquet files."""
+    out = []
+    for spec in specs:
+        path = source_kind(spec)[1]
+        if not path.is_dir():
+            out.append(spec)
+            continue
+        folder = path / "documents" if (path / "documents").is_dir() else path
+        files = sorted(folder.glob("*.parquet"))
+        if not files:
+            raise SourceError(f"{path}: a directory without *.parquet files (give files, or a run directory)")
+        out += [f"parquet:{f}" for f in files]
+    return out
+
+
 def lines_docs(path: Path) -> Iterator[tuple[str, str]]:
     """``(file:line_no, line)`` for each non-empty line."""
     with _open_text(Path(path)) as f:
@@ -186,8 +244,7 @@ def lines_docs(path: Path) -> Iterator[tuple[str, str]]:
 def source_kind(spec: str) -> tuple[str, Path]:
     """``"kind:path"`` or a bare path whose kind is guessed from its name; returns (kind, path)."""
     head, sep, tail = spec.partition(":")
-    if sep and head in ("wikitext", "warc", "warc-main", "warc-boilerplate", "warc-dev", "warc-test", "aeb",
-                        "ut1-titles", "jsonl", "lines"):
+    if sep and head in KINDS:
         return head, Path(tail)
     p = Path(spec)
     n = p.name.lower()
@@ -197,30 +254,48 @@ def source_kind(spec: str) -> tuple[str, Path]:
         return "aeb", p
     if ".jsonl" in n:
         return "jsonl", p
+    if n.endswith(".parquet") or p.is_dir():
+        return "parquet", p
     if "wikitext" in n:
         return "wikitext", p
     return "lines", p
 
 
 def read_source(spec: str, langs: set[str] | None = None, chunk: int = 200) -> list[tuple[str, str]]:
-    """All ``(group, text)`` pairs of one source spec. Raises FileNotFoundError if the file is missing."""
+    """All ``(group, text)`` pairs of one source spec. Raises FileNotFoundError if the file is
+    missing, SourceError if it cannot be read as its kind."""
     kind, path = source_kind(spec)
+    if path.is_dir():
+        return [d for s in expand_sources([spec]) for d in read_source(s, langs, chunk)]
     if not path.is_file():
         raise FileNotFoundError(f"training source {path} not found")
+    try:
+        return list(_docs(kind, path, langs, chunk))
+    except (SourceError, FileNotFoundError):  # FileNotFoundError: a model or list the reader needs
+        raise
+    except (UnicodeDecodeError, ValueError, OSError, EOFError, tarfile.TarError, KeyError) as e:
+        # json/pyarrow/zstd errors are ValueError or OSError subclasses
+        other = "parquet" if kind != "parquet" else "lines"
+        raise SourceError(f"cannot read {path} as a {kind} source ({type(e).__name__}: {e}); prefix the kind "
+                          f"to choose another, e.g. {other}:{path} (kinds: {', '.join(KINDS)})") from e
+
+
+def _docs(kind: str, path: Path, langs, chunk: int):
     if kind == "wikitext":
-        return list(wikitext_docs(path, chunk))
+        return wikitext_docs(path, chunk)
     if kind in ("warc-dev", "warc-test"):
-        return list(warc_docs(path, langs, chunk, "full", split=kind.partition("-")[2]))
+        return warc_docs(path, langs, chunk, "full", split=kind.partition("-")[2])
     if kind.startswith("warc"):
-        part = kind.partition("-")[2] or "full"
-        return list(warc_docs(path, langs, chunk, part))
+        return warc_docs(path, langs, chunk, kind.partition("-")[2] or "full")
     if kind == "ut1-titles":
-        return list(ut1_titles(path))
+        return ut1_titles(path)
     if kind == "aeb":
-        return list(aeb_docs(path, chunk))
+        return aeb_docs(path, chunk)
     if kind == "jsonl":
-        return list(jsonl_docs(path, chunk))
-    return list(lines_docs(path))
+        return jsonl_docs(path, chunk)
+    if kind == "parquet":
+        return parquet_docs(path, chunk)
+    return lines_docs(path)
 
 
 def sentences(text: str, min_words: int = 4) -> list[str]:
