@@ -89,10 +89,9 @@ def _source(cls) -> str:
 
 def stage_catalog() -> list[dict]:
     """Every registered stage, in registration order: ``name``, ``class``, ``source`` (file:line),
-    ``doc`` (class docstring), ``config_doc``, ``reads`` (columns besides text), ``adds`` (signal
-    columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``."""
+    ``doc`` (class docstring), ``config_doc``, ``reads`` (columns besides text: ``Stage.reads``),
+    ``requires`` (those it cannot decide without), ``adds`` (signal columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``."""
     from datapipe.stage import registry
-    from datapipe.stage_apply import reads
 
     out = []
     for name, cls in registry().items():
@@ -107,7 +106,7 @@ def stage_catalog() -> list[dict]:
         out.append({"name": name, "class": f"{cls.__module__}.{cls.__qualname__}", "source": _source(cls),
                     "doc": inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or ""),
                     "config_doc": inspect.cleandoc(cls.Config.__doc__ or "") if cls.Config.__doc__ else "",
-                    "reads": list(reads(cls)), "adds": [f.name for f in cls.fields],
+                    "reads": list(cls.reads), "requires": list(cls.requires), "adds": [f.name for f in cls.fields],
                     "edits": list(cls.edits), "needs": list(cls.needs), "config": fields})
     return out
 
@@ -120,7 +119,8 @@ def _show_stage(out: Console, st: dict, full: bool) -> None:
     # Docstrings are laid out by their authors: printed as written (the terminal wraps long lines).
     out.print(st["doc"] if full else first, highlight=False, markup=False, soft_wrap=full)
     out.print(f"source: {st['source']}", highlight=False, markup=False)
-    io = [("reads", ", ".join((["payload (the raw page)"] if st["needs"] else ["text"]) + st["reads"])),
+    cols = [f"{c} (required)" if c in st["requires"] else c for c in st["reads"]]
+    io = [("reads", ", ".join((["payload (the raw page)"] if st["needs"] else ["text"]) + cols)),
           ("adds", ", ".join(st["adds"]) or "–")]
     if st["edits"]:
         io.append(("edits", ", ".join(st["edits"])))

@@ -45,6 +45,13 @@ class Stage:
     #: entered such a stage is kept in ``text_before_<name>`` where the stage changed it, so a rerun
     #: from stored rows can start at any stage with the text that stage saw.
     edits: ClassVar[tuple[str, ...]] = ()
+    #: Stored columns this stage reads besides ``text`` and ``needs`` (``lang``: per-language rules
+    #: and models; ``url``/``host``: block lists, phone regions). ``datapipe stages`` lists them;
+    #: ``stage.apply`` fills in ``lang`` (the langid stage) and ``host`` (from ``url``) when missing.
+    reads: ClassVar[tuple[str, ...]] = ()
+    #: Those of ``reads`` the stage cannot decide without (the others only switch a rule off or
+    #: pick a region): ``stage.apply`` refuses data that lacks them, naming what provides them.
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: StageConfig | None = None):
         self.config = config if config is not None else self.Config()

@@ -2,10 +2,10 @@
 
 The stage's own ``__call__`` runs, on a table built like the runner builds one (the document
 schema of ``datapipe.schema``), so signals and decisions are those of a pipeline run on the same
-text. Columns a stage reads besides the text are filled in first: ``lang``/``lang_score`` by
-the ``langid`` stage (default config) when not given, ``host`` from ``url``. A column that only
-the input can give (``url`` for ``url_blocklist``, the raw page for ``extract``) must be passed;
-the error says so.
+text. Columns a stage reads besides the text (its class's ``reads``) are filled in first:
+``lang``/``lang_score`` by the ``langid`` stage (default config) when not given, ``host`` from
+``url``. A column that only the input can give (the class's ``requires``: ``url`` for
+``url_blocklist``; the raw page for ``extract``) must be passed; the error says so.
 """
 from __future__ import annotations
 
@@ -15,28 +15,14 @@ import pyarrow.compute as pc
 from datapipe.schema import PAYLOAD_FIELD, conform, document_schema
 from datapipe.stage import ERROR, REJECT, Stage
 
-#: Columns each stage reads besides ``text`` (``tests/test_api.py`` checks this against the stage
-#: sources). A stage class may declare its own ``reads`` instead.
-READS: dict[str, tuple[str, ...]] = {
-    "gopher_quality": ("lang",), "c4": ("lang",), "fineweb": ("lang",), "ldnoobw": ("lang",),
-    "toxicity": ("lang",), "nsfw": ("lang",), "quality_classifier": ("lang",), "topic": ("lang",),
-    "profanity": ("lang",), "pii": ("lang", "host"), "url_blocklist": ("url", "host"),
-}
 #: Where each column comes from in a run.
 PROVIDED_BY = {"lang": "the langid stage", "lang_score": "the langid stage", "host": "the url",
                "url": "the input (WARC-Target-URI, or the url field of a text input)",
-               "payload": "the input (the raw HTTP body of a WARC response)"}
-#: Columns a stage cannot decide without (others only switch a rule off or pick a region).
-REQUIRED: dict[str, tuple[str, ...]] = {"url_blocklist": ("url",)}
+               "payload": "the input (the raw HTTP body of a WARC response)",
+               "record_type": "the reader (response, text, ...)",
+               "charset": "the input (the HTTP Content-Type header)"}
 
 _LANGID: dict[str, Stage] = {}
-
-
-def reads(stage) -> tuple[str, ...]:
-    """Columns a stage (instance or class) reads besides ``text`` and what it ``needs``."""
-    cls = stage if isinstance(stage, type) else type(stage)
-    own = getattr(cls, "reads", None)
-    return tuple(own) if own is not None else READS.get(cls.name, ())
 
 
 def _as_table(data, raw: bool) -> pa.Table:
@@ -114,8 +100,8 @@ def apply_stage(stage: Stage, data, lang=None, url=None, **columns) -> pa.Table:
         t = _set(t, "id", [str(i) for i in range(n)], pa.string())
     if raw and not _present(t, "record_type"):
         t = _set(t, "record_type", ["response"] * n, pa.string())
-    need = reads(stage)
-    for col in REQUIRED.get(stage.name, ()):
+    need = stage.reads
+    for col in stage.requires:
         if not _present(t, col):
             raise ValueError(f"{stage.name} decides from '{col}', which comes from {PROVIDED_BY.get(col, 'the input')}: "
                              f"pass {col}=[...]")

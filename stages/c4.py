@@ -199,6 +199,7 @@ class C4(Stage):
 
     name = "c4"
     edits = ("text",)  # line filters drop lines
+    reads = ("lang",)  # the bad-words rule and sentence ends are per language
     recomputable = True
 
     @classmethod

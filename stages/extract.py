@@ -88,6 +88,7 @@ class Extract(Stage):
     Config = ExtractConfig
     fields = []
     needs = ("payload",)  # the raw HTML; dropped once extracted
+    reads = ("record_type", "charset")  # text records pass through; the reader's declared charset
 
     def setup(self) -> None:
         self._sandbox = None

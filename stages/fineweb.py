@@ -110,6 +110,7 @@ class FineWeb(Stage):
     """FineWeb quality filter (Penedo et al. 2024); rules, thresholds and reasons in the module docstring."""
 
     name = "fineweb"
+    reads = ("lang",)  # words and stop words per language
     recomputable = True
 
     @classmethod

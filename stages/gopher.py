@@ -376,6 +376,7 @@ class GopherQuality(Stage):
     """
 
     name = "gopher_quality"
+    reads = ("lang",)  # stop words per language
     recomputable = True
 
     @classmethod

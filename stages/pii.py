@@ -474,6 +474,7 @@ class PIIMask(Stage):
 
     name = "pii"
     edits = ("text",)  # spans are masked in place
+    reads = ("lang", "host")  # the phone numbers' region: the host's ccTLD, then the language
 
     class Config(StageConfig):
         #: Kinds to mask (subset of email, ip, phone).

@@ -94,6 +94,8 @@ class URLBlocklist(Stage):
     """
 
     name = "url_blocklist"
+    reads = ("url", "host")
+    requires = ("url",)  # it decides from the URL alone
 
     class Config(StageConfig):
         ut1_path: str = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
@@ -158,6 +160,7 @@ class LDNOOBW(Stage):
     """
 
     name = "ldnoobw"
+    reads = ("lang",)  # one word list per language
 
     class Config(StageConfig):
         words_dir: str = "wordlists/ldnoobw"
@@ -221,6 +224,7 @@ class FastTextScoreStage(Stage):
 
     column: ClassVar[str] = ""
     reject_above: ClassVar[bool] = True
+    reads = ("lang",)  # only documents in ``languages`` are scored
 
     def setup(self) -> None:
         from datapipe.classifiers.model import load_classifier
@@ -384,6 +388,7 @@ class SpanScoreStage(Stage):
 
     column: ClassVar[str] = ""
     reject_above: ClassVar[bool] = True
+    reads = ("lang",)  # only documents in ``languages`` are scored
     #: ``decide`` needs only the stored aggregates (``datapipe inspect --what-if``).
     recomputable: ClassVar[bool] = True
 

@@ -26,6 +26,7 @@ class TopicConfig(StageConfig):
 class Topic(Stage):
     name = "topic"
     Config = TopicConfig
+    reads = ("lang",)  # only documents in ``languages`` are labelled
     fields: ClassVar[list[pa.Field]] = [pa.field("topic", pa.string()), pa.field("topic_score", pa.float32())]
 
     def setup(self) -> None:

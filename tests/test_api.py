@@ -310,20 +310,35 @@ def test_stage_get_and_apply_errors():
     assert one.num_rows == 1 and one.column("gopher_word_count").to_pylist() == [6]
 
 
-def test_reads_table_matches_the_stage_sources():
-    from datapipe.stage import registry
-    from datapipe.stage_apply import reads
+def test_reads_match_the_stage_sources(capsys):
+    """``reads`` is declared on the stage classes (it was a table in stage_apply) and is what their
+    code reads; ``datapipe stages`` shows it."""
+    from datapipe import stage_apply
+    from datapipe.stage import Stage, registry
 
-    for name, cls in registry().items():
+    assert not hasattr(stage_apply, "READS") and not hasattr(stage_apply, "REQUIRED")
+    reg = registry()
+    assert reg["gopher_quality"].reads == ("lang",) and reg["pii"].reads == ("lang", "host")
+    assert reg["url_blocklist"].requires == ("url",) and reg["extract"].reads == ("record_type", "charset")
+    assert cli.main(["stages", "--json"]) == 0
+    cat = {s["name"]: s for s in json.loads(capsys.readouterr().out)}
+    for name, cls in reg.items():
+        declared = next(b for b in cls.__mro__ if "reads" in vars(b))
+        assert declared is Stage or declared.__module__.startswith("datapipe.stages"), name
+        assert set(cls.requires) <= set(cls.reads), name
+        assert cat[name]["reads"] == list(cls.reads) and cat[name]["requires"] == list(cls.requires)
+    assert cli.main(["stages", "url_blocklist"]) == 0
+    assert "reads: text, url (required), host" in capsys.readouterr().out
+    for name, cls in reg.items():
         src = inspect.getsource(inspect.getmodule(cls))
         body = inspect.getsource(cls) + "".join(inspect.getsource(b) for b in cls.__mro__[1:-1]
                                                if b.__module__.startswith("datapipe.stages"))
         uses_lang = 'column("lang")' in body or "texts_in_languages" in body or ('"lang"' in body and name != "langid")
         if uses_lang:
-            assert "lang" in reads(cls), name
-        for col in ("url", "host"):
+            assert "lang" in cls.reads, name
+        for col in ("url", "host", "record_type", "charset"):
             if f'column("{col}")' in body:
-                assert col in reads(cls), (name, col)
+                assert col in cls.reads, (name, col)
         assert src  # the module is where the table points
 
 
