@@ -216,8 +216,13 @@ def _show_doc(out: Console, d: dict) -> None:
 
 
 def _show_what_if(out: Console, w: dict) -> None:
-    out.print(f"[bold]what if[/] {w['stage']}: " + ", ".join(f"{k} {w['config_old'].get(k)!r} -> {v!r}"
-                                                            for k, v in w["changes"].items()), highlight=False)
+    from rich.markup import escape
+
+    from datapipe.termfmt import short_value  # YAML spellings: null, true, 0.5
+
+    out.print(f"[bold]what if[/] {w['stage']}: " + escape(", ".join(
+        f"{k} {short_value(w['config_old'].get(k))} -> {short_value(v)}" for k, v in w["changes"].items())),
+        highlight=False)
     out.print(f"{w['rows_reached_stage']:,} stored documents reached {w['stage']}; the run's own config "
               f"reproduces {w['reproduced']:,} of their decisions")
     t = _table(f"{w['stage']} rejections", ["reason", "now", "what if", "change"], right=("now", "what if", "change"))

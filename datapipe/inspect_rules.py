@@ -162,13 +162,16 @@ def what_if(run: Run, changes: list[str]) -> dict:
     later-stage rejections would move to this stage, and how many of the stage's rejections would
     pass it (an upper bound on new kept documents: later stages never saw them). ``reproduced`` counts
     rows whose recomputed decision under the run's own config equals the stored one.
+    ``config_old``/``config_new``: every setting of the stage, defaults filled in.
     """
     parsed = [parse_change(c) for c in changes]
     stage = {p[0] for p in parsed}
     if len(stage) != 1:
         raise InspectError("--what-if changes must all name the same stage")
     stage = stage.pop()
-    chain = run.stage_configs()
+    from datapipe.run_config import effective_stage_configs
+
+    chain = effective_stage_configs(run)  # defaults filled in, also for ledgers that recorded {}
     names = [n for n, _ in chain]
     if stage not in names:
         raise InspectError(f"stage {stage!r} is not in this run's chain ({', '.join(names) or 'unknown: no stage configs'})")

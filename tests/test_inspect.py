@@ -147,6 +147,28 @@ def test_what_if_is_generic_over_stage_deciders(run_dir):
         what_if(run, ["min_score"])
 
 
+def test_what_if_shows_the_settings_in_force_for_an_older_ledger(run_dir, tmp_path, capsys):
+    """A ledger that recorded the manifest's own values (``gopher_quality: {}``, as runs did before
+    defaults were filled in) made --what-if say ``min_words None -> 200`` and return ``{}``."""
+    import shutil
+
+    old = tmp_path / "old-run"
+    shutil.copytree(run_dir, old)
+    led = json.loads((old / "ledger.json").read_text())
+    led["stage_configs"] = STAGES
+    (old / "ledger.json").write_text(json.dumps(led))
+    w = what_if(I.Run.open(str(old)), ["gopher_quality.min_words=200"])
+    from datapipe.stage import registry
+
+    defaults = registry()["gopher_quality"].Config().model_dump(mode="json")
+    assert w["config_old"] == defaults and w["config_new"] == dict(defaults, min_words=200)
+    assert w["reproduced"] == w["rows_reached_stage"]  # decided with the thresholds the run applied
+    assert cli.main(["inspect", str(old), "--what-if", "gopher_quality.min_words=200"]) == 0
+    assert "gopher_quality: min_words 50 -> 200" in capsys.readouterr().out
+    assert cli.main(["inspect", str(old), "--what-if", "langid.languages=[en]"]) == 0
+    assert "langid: languages null -> [en]" in capsys.readouterr().out  # YAML's spelling, not None
+
+
 def test_doc_fate_and_raw_record(run_dir, capsys):
     run = I.Run.open(str(run_dir))
     row = _table(run_dir, "rejected").to_pylist()[0]
