@@ -94,6 +94,20 @@ class Phase:
             out[s] = cfg.model_dump(mode="json") if cfg is not None else None
         return out
 
+    def effective_config(self) -> dict:
+        """``config()`` with an absent section replaced by its class's defaults (what the phase
+        applies then): what ``ledger.json`` records as ``phase_configs``. Not fingerprinted, so
+        spelling a default out does not rerun. A section class without defaults for every field
+        stays None."""
+        out = self.config()
+        for s, cls in self.sections.items():
+            if out.get(s) is None:
+                try:
+                    out[s] = cls().model_dump(mode="json")
+                except ValueError:  # pydantic ValidationError: a required field, no default to show
+                    pass
+        return out
+
     def config_fingerprint(self) -> str:
         return fingerprint(self.name, self.version, self.config())
 

@@ -27,17 +27,36 @@ def effective_stage_configs(run: Run) -> list[tuple[str, dict]]:
 
 
 def effective_phase_configs(run: Run) -> dict[str, dict]:
-    """``{phase: {section: config}}`` from ``ledger.json``, else from the phase markers' ``config``."""
+    """``{phase: {section: config}}`` from ``ledger.json``, else from the phase markers' ``config``.
+
+    A section recorded as null (older ledgers; a phase such as ``report`` run without its section)
+    is its class's defaults, and dedup's ``minhash.bands``/``rows`` left null in the manifest are
+    the values the phase chose (its stats): the settings in force, not the manifest's spelling."""
+    import copy
+
+    from datapipe.phase import read_marker, section_classes
+
     cfgs = run.ledger_dict.get("phase_configs")
     if cfgs is not None:
-        return dict(cfgs)
-    from datapipe.phase import read_marker
-
-    out = {}
-    for name in run.ledger_dict.get("phases") or {}:
-        m = read_marker(run.url, name, run.storage_options) or {}
-        if m.get("config") is not None:
-            out[name] = m["config"]
+        out = copy.deepcopy(dict(cfgs))
+    else:
+        out = {}
+        for name in run.ledger_dict.get("phases") or {}:
+            m = read_marker(run.url, name, run.storage_options) or {}
+            if m.get("config") is not None:
+                out[name] = m["config"]
+    classes = section_classes()
+    for secs in out.values():
+        for sec, cfg in (secs or {}).items():
+            if cfg is None and sec in classes:
+                try:
+                    secs[sec] = classes[sec]().model_dump(mode="json")
+                except ValueError:  # a required field: nothing to fill in
+                    pass
+    minhash = ((out.get("dedup") or {}).get("dedup") or {}).get("minhash")
+    chosen = dedup_banding(run)
+    if minhash and chosen and minhash.get("bands") is None:
+        minhash["bands"], minhash["rows"] = chosen
     return out
 
 

@@ -317,7 +317,7 @@ def limit_summary(manifest: Manifest, records: list[dict]) -> dict | None:
 def _write_ledger(manifest: Manifest, result: RunResult) -> None:
     records = result.tasks
     # Effective configs (defaults filled in), so the ledger records the thresholds it applied.
-    phase_configs = {ph.name: ph(manifest).config() for ph in phases() if ph.enabled(manifest)}
+    phase_configs = {ph.name: ph(manifest).effective_config() for ph in phases() if ph.enabled(manifest)}
     write_json_atomic(join(manifest.output, "ledger.json"),
                       dict(result.ledger.to_dict(), tasks=len(records), failed_tasks=failed_tasks(records),
                            seconds=round(result.seconds, 3), manifest=manifest.source_file,

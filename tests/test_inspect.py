@@ -169,6 +169,34 @@ def test_what_if_shows_the_settings_in_force_for_an_older_ledger(run_dir, tmp_pa
     assert "langid: languages null -> [en]" in capsys.readouterr().out  # YAML's spelling, not None
 
 
+def test_ledger_and_inspect_record_phase_settings_in_force(run_dir, tmp_path, capsys):
+    """``report`` ran without a section and ledger.json said ``report: null``; dedup's banding
+    chosen for ``bands: null`` was only in the phase stats."""
+    import shutil
+
+    from datapipe.run_config import effective_phase_configs
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.stages.phases.report import ReportConfig
+
+    led = json.loads((run_dir / "ledger.json").read_text())
+    assert led["phase_configs"]["report"] == {"report": ReportConfig().model_dump(mode="json")}
+    assert led["phase_configs"]["report"]["report"] == {"enabled": True, "log_y": "auto"}
+    dedup = led["phase_configs"]["dedup"]["dedup"]
+    want = DedupConfig(**dedup).minhash.band_rows()  # the config's own rule
+    assert (led["phases"]["dedup"]["stats"]["bands"], led["phases"]["dedup"]["stats"]["rows"]) == want
+    old = tmp_path / "old-run"  # a ledger written before: report null
+    shutil.copytree(run_dir, old)
+    led["phase_configs"]["report"] = {"report": None}
+    (old / "ledger.json").write_text(json.dumps(led))
+    eff = effective_phase_configs(I.Run.open(str(old)))
+    assert eff["report"]["report"] == {"enabled": True, "log_y": "auto"}
+    assert (eff["dedup"]["dedup"]["minhash"]["bands"], eff["dedup"]["dedup"]["minhash"]["rows"]) == want
+    assert dedup["minhash"]["bands"] is None  # the recorded config is left as the manifest said
+    assert cli.main(["inspect", str(old)]) == 0
+    flat = " ".join(capsys.readouterr().out.split())
+    assert f"minhash.bands={want[0]}, minhash.rows={want[1]}" in flat and "report: enabled=true, log_y=auto" in flat
+
+
 def test_doc_fate_and_raw_record(run_dir, capsys):
     run = I.Run.open(str(run_dir))
     row = _table(run_dir, "rejected").to_pylist()[0]
