@@ -155,12 +155,14 @@ def pipeline_pairs(client, texts: list[str], config, shards: int = 3) -> tuple[s
                                              for i in range(k * per, min((k + 1) * per, len(texts)))]
                            for k in range(shards)}, stage_config(config))
         run_dedup(client, run, config.model_copy(update={"keep_work": True}))
+        from datapipe.stages.phases.dedup.shuffle_store import Store
+        from datapipe.stages.phases.dedup.steps import EDGES
+
+        t = Store(os.path.join(run, WORK)).read_step("cc0", EDGES)
         edges = set()
-        for f in glob.glob(os.path.join(run, WORK, "cc0", "*", "*.parquet")):
-            t = pq.read_table(f)
-            for s, d in zip(t.column("src").to_numpy(), t.column("dst").to_numpy()):
-                a, b = int(s >> 32) * per + int(s & 0xFFFFFFFF), int(d >> 32) * per + int(d & 0xFFFFFFFF)
-                edges.add((min(a, b), max(a, b)))
+        for s, d in zip(t.column("src").to_numpy(), t.column("dst").to_numpy()):
+            a, b = int(s >> 32) * per + int(s & 0xFFFFFFFF), int(d >> 32) * per + int(d & 0xFFFFFFFF)
+            edges.add((min(a, b), max(a, b)))
         dup = {}
         for f in glob.glob(os.path.join(run, "rejected", "dedup-*.parquet")):
             t = pq.read_table(f, columns=["id", "duplicate_of"])

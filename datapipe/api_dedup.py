@@ -5,8 +5,9 @@ with exact Jaccard verification, connected components, representatives) on one s
 to a temporary run directory, with a client that runs each Dask task in turn here. The
 signatures come from the ``dedup_signatures`` stage with the config's settings, so the kept set
 and the clusters are those a ``datapipe run`` with the same ``dedup:`` section gives for the same
-documents (ids and dates included: the representative of a cluster is the earliest
-``warc_date``, then the smallest id).
+documents (ids, URLs and dates included: the survivor of a cluster follows ``dedup.survivor``,
+by default the canonical URL, then the shortest URL, then the earliest ``warc_date``, then the
+smallest id).
 """
 from __future__ import annotations
 

@@ -1,90 +1,126 @@
 """Connected components in distributed rounds: alternating large-star / small-star
-(Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014).
+(Kiveris et al., "Connected Components in MapReduce and Beyond", SoCC 2014), streamed.
 
 Edges are stored in both directions, partitioned by the hash of ``src``, so each task sees the
-whole neighbourhood of the nodes of its partition and nothing else. With ``m(u)`` the minimum of
-``u`` and its neighbours considered:
+whole neighbourhood of the nodes of its partition. With ``m(u)`` the minimum of ``u`` and its
+neighbours considered:
 
 * large-star: for each ``u``, connect every neighbour ``v > u`` to ``m(u)`` (all neighbours);
 * small-star: for each ``u``, connect ``u`` and every neighbour ``v < u`` to ``m(u)`` (those
   smaller neighbours only).
 
-Both keep connectivity; they converge to one star per component centred on its minimum node,
-in O(log^2 n) rounds. Convergence is detected when an iteration's input edge set (an
-order-free 64-bit fingerprint plus its size) equals the previous one.
+Both keep connectivity and converge to one star per component centred on its minimum node.
+Each task reads its partition twice, segment by segment: first ``m(u)`` per distinct ``u``
+(memory: the nodes of the partition), then the edges it emits, so the centre of a million-member
+cluster costs its one ``m`` value, not its million edges. Converged when an iteration changes
+nothing: no large-star edge moved to a smaller centre and no node had two smaller neighbours
+(then every component is a star on its minimum). Duplicate edges do not affect that test.
 """
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from datapipe.stages.phases.dedup.steps import EDGES, Ctx, _first_of_groups, _write_edges, shard_of
-from datapipe.stages.phases.dedup.shuffle_store import U64, mix64
+from datapipe.stages.phases.dedup.near import write_edges
+from datapipe.stages.phases.dedup.shuffle_store import U64, partition_of
+from datapipe.stages.phases.dedup.steps import (EDGES, NEAR, Ctx, node_rows, order_cols, order_schema,
+                                                pick_representatives, shard_of)
 
 MAX_ITERATIONS = 64
+LABELS = pa.schema([("node", pa.uint64()), ("comp", pa.uint64())])
 
 
-def _read(ctx: Ctx, step: str, k: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
-    t = ctx.work.gather(step, k, EDGES)
-    e = np.unique(np.stack([t.column("src").to_numpy(), t.column("dst").to_numpy()], axis=1), axis=0) \
-        if t.num_rows else np.zeros((0, 2), U64)
-    e = e[e[:, 0] != e[:, 1]]
-    fp = int(mix64(mix64(e[:, 0]) ^ e[:, 1]).sum(dtype=U64)) if len(e) else 0
-    return e[:, 0], e[:, 1], (len(e), fp)
+def _edges(seg: pa.Table, smaller_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    src, dst = seg.column("src").to_numpy(), seg.column("dst").to_numpy()
+    keep = (dst < src) if smaller_only else (dst != src)
+    return src[keep], dst[keep]
 
 
-def _group_min(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For src-sorted edges: (first-row mask, per-row min(src, min dst of the group))."""
-    first = _first_of_groups([src])
-    start = np.flatnonzero(first)
-    m = np.minimum(np.minimum.reduceat(dst, start), src[start]) if len(start) else np.zeros(0, U64)
-    return first, np.repeat(m, np.diff(np.r_[start, len(src)]))
+def _min_by_src(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct src sorted, min(src, min dst of its edges))."""
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    first = np.r_[True, src[1:] != src[:-1]] if len(src) else np.zeros(0, bool)
+    u = src[first]
+    return u, np.minimum(u, dst[first])
 
 
-def star_round(ctx: Ctx, step_in: str, step_out: str, k: int, large: bool) -> tuple[int, int]:
-    """One large- or small-star pass over partition ``k``; returns the input (size, fingerprint)."""
-    src, dst, fp = _read(ctx, step_in, k)  # np.unique sorted the rows by (src, dst)
-    if large:
-        _, m = _group_min(src, dst)
-        sel = dst > src
-        _write_edges(ctx, dst[sel], m[sel], step_out, f"r{k}")
-    else:
-        sel = dst < src
-        s, d = src[sel], dst[sel]
-        first, m = _group_min(s, d)
-        keep = d != m
-        _write_edges(ctx, np.r_[d[keep], s[first]], np.r_[m[keep], m[first]], step_out, f"r{k}")
-    return fp
+def _neighbour_min(ctx: Ctx, step: str, k: int, smaller_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    us, ms, acc = [], [], 0
+    for seg in ctx.work.segments(step, k, EDGES):
+        u, m = _min_by_src(*_edges(seg, smaller_only))
+        us.append(u)
+        ms.append(m)
+        acc += len(u)
+        if len(us) > 1 and acc > ctx.flush_rows:
+            u, m = _min_by_src(np.concatenate(us), np.concatenate(ms))
+            us, ms, acc = [u], [m], len(u)
+    if not us:
+        return np.zeros(0, U64), np.zeros(0, U64)
+    return _min_by_src(np.concatenate(us), np.concatenate(ms))
 
 
-def labels(ctx: Ctx, step_in: str, step_out: str, k: int) -> int:
+def star_round(ctx: Ctx, k: int, step_in: str, step_out: str, large: bool) -> int:
+    """One large- or small-star pass over partition ``k``; returns the changes it made."""
+    u, m = _neighbour_min(ctx, step_in, k, smaller_only=not large)
+    changes = 0
+    with ctx.writer(step_out, f"r{k}", EDGES) as w:
+        for seg in ctx.work.segments(step_in, k, EDGES):
+            src, dst = _edges(seg, smaller_only=not large)
+            mu = m[np.searchsorted(u, src)]
+            if large:
+                sel = dst > src
+                a, b = dst[sel], mu[sel]
+                changes += int(np.count_nonzero(b != src[sel]))
+            else:
+                sel = dst != mu
+                a, b = dst[sel], mu[sel]
+                changes += len(a)
+            ab = np.unique(np.stack([a, b], axis=1), axis=0) if len(a) else np.zeros((0, 2), U64)
+            write_edges(ctx, w, ab[:, 0], ab[:, 1])
+        if not large:
+            write_edges(ctx, w, u, m)   # each node with a smaller neighbour joins its minimum
+    return changes
+
+
+def labels(ctx: Ctx, k: int, step_in: str) -> int:
     """Final pass: (node, component) for every node of partition ``k``, scattered by shard."""
-    src, dst, _ = _read(ctx, step_in, k)
-    first, m = _group_min(src, dst)
-    t = pa.table({"node": src[first], "comp": m[first]})
-    ctx.work.scatter(step_out, t, shard_of(src[first]), f"r{k}")
-    return t.num_rows
+    u, m = _neighbour_min(ctx, step_in, k, smaller_only=False)
+    with ctx.writer("labels", f"r{k}", LABELS) as w:
+        w.add(pa.table({"node": u, "comp": m}, schema=LABELS), shard_of(u))
+    return len(u)
 
 
-def connected_components(client, ctx: Ctx, step: str = "cc0") -> tuple[str, int]:
-    """Run star rounds from edge step ``step`` until the edge set stops changing; write labels
-    to step ``"labels"``. Returns (labels step, iterations). Raises RuntimeError after
-    ``MAX_ITERATIONS`` iterations (not expected: convergence is O(log^2 n))."""
+def connected_components(run_step, ctx: Ctx, step: str = "cc0") -> tuple[str, int]:
+    """Star rounds from edge step ``step`` until an iteration changes nothing; labels to step
+    ``"labels"``. ``run_step(name, fn, items, *extra)`` runs one step's tasks (see phase.py).
+    Returns (labels step, iterations). Raises RuntimeError after ``MAX_ITERATIONS``."""
     parts = range(ctx.nparts)
-    prev = None
     for it in range(MAX_ITERATIONS):
         a, b = f"cc{2 * it + 1}", f"cc{2 * it + 2}"
-        fps = client.gather(client.map(star_round, [ctx] * ctx.nparts, [step] * ctx.nparts, [a] * ctx.nparts,
-                                       parts, [True] * ctx.nparts, pure=False))
-        client.gather(client.map(star_round, [ctx] * ctx.nparts, [a] * ctx.nparts, [b] * ctx.nparts,
-                                 parts, [False] * ctx.nparts, pure=False))
-        cur = (sum(f[0] for f in fps), sum(f[1] for f in fps) % (1 << 64))
-        ctx.work.rm(a)
-        if cur == prev:
-            client.gather(client.map(labels, [ctx] * ctx.nparts, [step] * ctx.nparts, ["labels"] * ctx.nparts,
-                                     parts, pure=False))
+        ch_large = sum(run_step(a, star_round, parts, step, a, True, cleanup=[] if step == "cc0" else [step]))
+        ch_small = sum(run_step(b, star_round, parts, a, b, False, cleanup=[a]))
+        step = b
+        if ch_large == 0 and ch_small == 0:
+            run_step("labels", labels, parts, step)
             return "labels", it + 1
-        if step != "cc0":
-            ctx.work.rm(step)
-        prev, step = cur, b
     raise RuntimeError(f"connected components did not converge in {MAX_ITERATIONS} iterations")
+
+
+# -- representatives of near-duplicate components ------------------------------------------------
+_COMP = [pa.field("comp", pa.uint64())]
+
+
+def comps_map(ctx: Ctx, i: int) -> int:
+    """Survivor-rule columns of shard ``i``'s clustered nodes, scattered by component."""
+    lab = ctx.work.gather("labels", i, LABELS)   # at most one row per document of the shard
+    with ctx.writer("comps", f"s{i}", order_schema(ctx, _COMP)) as w:
+        if lab.num_rows:
+            rows = node_rows(lab.column("node").to_numpy())
+            out = pa.table({"comp": lab.column("comp"), **order_cols(ctx, ctx.shard(i), rows)})
+            w.add(out, partition_of(lab.column("comp").to_numpy(), ctx.nparts))
+    return lab.num_rows
+
+
+def comps_reduce(ctx: Ctx, k: int) -> dict[str, int]:
+    return pick_representatives(ctx, "comps", k, _COMP, NEAR, "drops_near")

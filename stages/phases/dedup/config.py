@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy.integrate import quad
 
 from datapipe.ranges import Seed
+from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT, Criterion
 
 
 class _Strict(BaseModel):
@@ -100,6 +101,11 @@ class DedupConfig(_Strict):
     ``partitions``: shuffle partitions (None -> number of document shards). ``reference_dirs``:
     ``documents/`` folders of earlier runs whose documents are matched against but never
     rejected, and win every tie (incremental dedup). ``keep_work``: keep ``run_dir/_dedup_work``.
+
+    ``survivor``: which copy of a duplicate group is kept, criteria in order, ties broken by the
+    smallest ``id`` (see :mod:`datapipe.stages.phases.dedup.survivor`): ``canonical_url`` (no
+    query string or fragment first), ``shortest_url``, ``earliest_date``, ``latest_date``,
+    ``longest_text``. Default: canonical URL, then shortest URL, then earliest ``warc_date``.
     """
 
     exact: bool = True
@@ -108,6 +114,13 @@ class DedupConfig(_Strict):
     partitions: int | None = Field(None, ge=1)
     reference_dirs: list[str] = []
     keep_work: bool = False
+    survivor: list[Criterion] = Field(default_factory=lambda: list(SURVIVOR_DEFAULT))
+
+    @model_validator(mode="after")
+    def _check_survivor(self):
+        if len(set(self.survivor)) != len(self.survivor):
+            raise ValueError(f"dedup.survivor names a criterion twice: {self.survivor}")
+        return self
 
 
 def _fp(threshold: float, b: int, r: int) -> float:

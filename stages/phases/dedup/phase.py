@@ -1,23 +1,25 @@
 """Global dedup of a run's phase-1 documents on Dask (entry point :func:`run_dedup`; the
 registered phase is :class:`DedupPhase`).
 
-Plan (all steps are Dask tasks over one shard or one shuffle partition; shuffles go through
-Parquet pieces under ``run_dir/_dedup_work``):
+Plan (every step is a set of Dask tasks over one shard or one shuffle partition, run with
+``retries``; shuffles are the run files of :mod:`.shuffle_store`, S + P files per step):
 
-1. exact: (content_hash, order key) scattered by hash; one representative per hash.
-2. lines (optional): per-shard line-hash counts scattered by hash, summed; over-frequent
-   hashes sent back to the shards holding them; texts rewritten, docs left empty rejected,
-   new hash and signature computed for edited docs.
-3. near: (band, band hash, node) scattered by bucket; star candidate edges per bucket;
-   optional check of the estimated Jaccard (two shuffles joining each edge end's signature);
-   connected components by star rounds; one representative per component.
+1. exact: (content hash, survivor-rule keys) by hash; the survivor of each hash group kept.
+2. lines (optional): per-shard line-hash counts by hash, summed; over-frequent hashes sent back
+   to the shards holding them; texts rewritten, docs left empty rejected, new hash and
+   signature computed for edited docs.
+3. near: (band hash, node) by bucket; candidate edges (ids only) per bucket; exact-Jaccard
+   check with each shingle set computed once (:mod:`.near`); connected components by streamed
+   star rounds (:mod:`.components`); the survivor of each component kept.
 4. apply: every source shard ``_filtered/<task>.parquet`` (phase 1's kept rows, never modified)
    is written to ``documents/<task>.parquet`` without the rejected docs, and the rejected ones to
    ``rejected/dedup-<task>.parquet`` (temp name then rename).
 
-The plan is finished (``_dedup_work/plan.json``, keyed by the phase's lineage fingerprint)
-before any output is written, and each shard's apply only reads immutable sources, so a crash
-anywhere is resumed by rerunning; a changed upstream or config recomputes from the sources.
+Each step ends with a completion marker ``_dedup_work/done/<step>.json`` (its tasks' results)
+under the phase's lineage fingerprint (config + the sources' fingerprints): a rerun after a
+crash resumes at the first unfinished step, a killed worker costs only its step's lost tasks
+(Dask reruns them; every task rewrites the same files), and any other fingerprint wipes the
+work. Each shard's apply only reads immutable sources, so it can run twice.
 """
 from __future__ import annotations
 
@@ -31,10 +33,9 @@ import pyarrow.compute as pc
 
 from datapipe.ledger import StageCounts
 from datapipe.schema import without_snapshots
-from datapipe.stages.phases.dedup import steps
-from datapipe.stages.phases.dedup.components import connected_components
+from datapipe.stages.phases.dedup import components, near, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.steps import DROPS, EXACT, LINES, NEAR, Ctx, Shard
+from datapipe.stages.phases.dedup.steps import EXACT, LINES, LISTING, NEAR, Ctx, drops_of
 from datapipe.stages.phases.dedup.shuffle_store import Store
 
 SOURCE = "_filtered"  # phase-1 kept rows (datapipe.task.KINDS)
@@ -42,7 +43,7 @@ SOURCE = "_filtered"  # phase-1 kept rows (datapipe.task.KINDS)
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"
 #: Bump when the algorithm changes what it decides, so old markers do not skip a new run.
-ALGO_VERSION = 2
+ALGO_VERSION = 3
 REJECT_STAGE = "dedup"
 
 
@@ -58,62 +59,99 @@ def step_names(config: DedupConfig) -> list[str]:
                             ("dedup_near", config.minhash.enabled)) if on]
 
 
-def _map(client, fn, ctx: Ctx, items, *extra) -> list:
-    items = list(items)
-    n = len(items)
-    return client.gather(client.map(fn, [ctx] * n, items, *[[e] * n for e in extra], pure=False))
+class StepRunner:
+    """Runs one step's tasks (``fn(ctx, item, *extra)`` per item) with ``retries`` and task keys
+    ``dedup-<step>-<item>-<fp>``, then writes the step's completion marker; a step whose marker
+    is there returns its stored results without running. ``cleanup``: work folders removed once
+    the marker is written (one recursive delete per folder)."""
+
+    def __init__(self, client, ctx: Ctx, retries: int):
+        self.client, self.ctx, self.retries = client, ctx, retries
+        self.ran: list[str] = []
+        self.files: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}   # wall time of the steps run here (not resumed ones)
+        self._seen: dict[str, int] = {}
+
+    def _new_files(self) -> dict[str, int]:
+        """Files per work folder that changed in count since the last step (one listing)."""
+        w = self.ctx.work
+        base = w.root.rstrip("/") + "/"
+        now = Counter(p[len(base):].split("/", 1)[0] for p in w.fs.find(w.root) if p.startswith(base)
+                      and "/" in p[len(base):] and ".tmp" not in p)
+        out = {k: v for k, v in sorted(now.items()) if k != "done" and self._seen.get(k) != v}
+        self._seen = dict(now)
+        return out
+
+    def __call__(self, name: str, fn, items, *extra, cleanup=(), marker: bool = True) -> list:
+        done = f"done/{name}.json"
+        if marker and self.ctx.work.exists(done):
+            return self.ctx.work.read_json(marker)["results"]
+        items = list(items)
+        n = len(items)
+        keys = [f"dedup-{name}-{i}-{self.ctx.fp[:12]}" for i in items]
+        t0 = time.perf_counter()
+        futs = self.client.map(fn, [self.ctx] * n, items, *[[e] * n for e in extra], key=keys,
+                               retries=self.retries, pure=False)
+        results = self.client.gather(futs)
+        self.seconds[name] = round(time.perf_counter() - t0, 3)
+        files = self._new_files()
+        if marker:
+            self.ctx.work.write_json(done, {"step": name, "tasks": n, "results": results, "files": files})
+        self.files[name] = files
+        self.ran.append(name)
+        for c in cleanup:
+            self.ctx.work.rm(c)
+        return results
 
 
-def _hist(counters) -> dict[str, int]:
+def _hist(dicts) -> dict[str, int]:
     total = Counter()
-    for c in counters:
-        total.update(c)
+    for c in dicts:
+        total.update({int(k): v for k, v in c.items()})
     return {str(k): v for k, v in sorted(total.items())}
 
 
-def _plan(client, ctx: Ctx, progress=None) -> dict:
+def _plan(run: StepRunner, ctx: Ctx, nshards: int, own: list[int], progress=None) -> dict:
     progress = progress or (lambda step: None)
-    own = [s for s in ctx.shards if s.own]
-    parts = range(ctx.nparts)
-    stats: dict = {"shards": len(own), "reference_shards": len(ctx.shards) - len(own), "partitions": ctx.nparts}
+    shards, parts = range(nshards), range(ctx.nparts)
+    stats: dict = {"shards": len(own), "reference_shards": nshards - len(own), "partitions": ctx.nparts}
     if ctx.cfg.exact:
         progress("exact duplicates")
-        _map(client, steps.exact_map, ctx, ctx.shards)
-        stats["exact_cluster_sizes"] = _hist(_map(client, steps.exact_reduce, ctx, parts))
-        ctx.work.rm("exact")
+        run("exact_map", steps.exact_map, shards)
+        stats["exact_cluster_sizes"] = _hist(run("exact_reduce", steps.exact_reduce, parts, cleanup=["exact"]))
     if ctx.cfg.lines.enabled:
         progress("repeated lines")
-        _map(client, steps.lines_map, ctx, own)
-        stats["lines_over_max_count"] = sum(_map(client, steps.lines_reduce, ctx, parts))
-        stats["docs_line_edited"] = sum(_map(client, steps.lines_edit, ctx, own))
-        for step in ("lines", "badlines"):
-            ctx.work.rm(step)
+        run("lines_map", steps.lines_map, own)
+        stats["lines_over_max_count"] = sum(run("lines_reduce", steps.lines_reduce, parts, cleanup=["lines"]))
+        stats["docs_line_edited"] = sum(run("lines_edit", steps.lines_edit, own, cleanup=["badlines"]))
     if ctx.cfg.minhash.enabled:
         stats.update(bands=ctx.bands, rows=ctx.rows)
         progress("near duplicates: LSH bands")
-        stats["docs_banded"] = sum(_map(client, steps.bands_map, ctx, ctx.shards))
-        stats["candidate_pairs"] = sum(_map(client, steps.bands_reduce, ctx, parts))
-        ctx.work.rm("bands")
+        stats["docs_banded"] = sum(run("bands_map", near.bands_map, shards))
+        stats["candidate_pairs"] = sum(run("bands_reduce", near.bands_reduce, parts, cleanup=["bands"]))
         if ctx.cfg.minhash.verify != "none":
-            stats["unique_candidate_pairs"] = sum(_map(client, steps.verify_src, ctx, ctx.shards))
-            stats["verified_pairs"] = sum(k for _, k in _map(client, steps.verify_dst, ctx, ctx.shards))
-            for step in ("cand", "cand2"):
-                ctx.work.rm(step)
+            run("verify_src", near.verify_src, shards, cleanup=["cand"])
+            checked = run("verify_dst", near.verify_dst, shards, cleanup=["cand2", "sets"])
+            stats["unique_candidate_pairs"] = sum(a for a, _ in checked)
+            stats["verified_pairs"] = sum(b for _, b in checked)
         progress("near duplicates: clusters")
-        labels_step, stats["cc_iterations"] = connected_components(client, ctx)
-        _map(client, steps.comps_map, ctx, ctx.shards, labels_step)
-        stats["near_cluster_sizes"] = _hist(_map(client, steps.comps_reduce, ctx, parts))
+        _, stats["cc_iterations"] = components.connected_components(run, ctx)
+        run("comps_map", components.comps_map, shards)
+        stats["near_cluster_sizes"] = _hist(run("comps_reduce", components.comps_reduce, parts, cleanup=["comps"]))
+    stats["files_per_step"] = run.files
+    stats["seconds_per_step"] = run.seconds
     return stats
 
 
-def _apply(ctx: Ctx, shard: Shard, names: list[str]) -> dict:
+def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     """Write one own shard's ``documents/`` and ``rejected/dedup-`` files; return {step: StageCounts dict}.
     Reads only the immutable source, so running it twice writes the same bytes."""
+    shard = ctx.shard(i)
     store, done = shard.store, f"applied/s{shard.index}.json"
     if ctx.work.exists(done):
         return ctx.work.read_json(done)
     t0 = time.perf_counter()
-    drops = ctx.work.gather("drops", shard.index, DROPS)
+    drops = drops_of(ctx, i)
     ed = steps.edits(ctx, shard)
     rej_rel = f"rejected/dedup-{shard.name}"
     table = store.read(shard.rel)
@@ -177,66 +215,69 @@ def _counts(kept: pa.Table, rejected: pa.Table, names: list[str]) -> dict:
     return out
 
 
-def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[str] | None) -> list[Shard]:
+def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[str] | None) -> list[list]:
+    """The listing: ``[reference index (-1: own), path]`` per shard, own shards first."""
     if task_ids is None:
         rels = store.glob(f"{SOURCE}/*.parquet")
     else:
         rels = [r for r in (f"{SOURCE}/{t}.parquet" for t in task_ids) if store.exists(r)]
-    own = [Shard(i, store, rel, True) for i, rel in enumerate(rels)]
-    refs = []
-    for d in config.reference_dirs:
-        rs = Store(d, storage_options)
-        refs += [Shard(len(own) + len(refs) + j, rs, rel, False) for j, rel in enumerate(rs.glob("*.parquet"))]
-    return own + refs
+    out = [[-1, rel] for rel in rels]
+    for j, d in enumerate(config.reference_dirs):
+        out += [[j, rel] for rel in Store(d, storage_options).glob("*.parquet")]
+    return out
 
 
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
               storage_options: dict | None = None, progress=None, task_ids: list[str] | None = None,
-              lineage: str = "") -> dict[str, StageCounts]:
+              lineage: str = "", retries: int = 2) -> dict[str, StageCounts]:
     """Deduplicate a run's phase-1 documents across the whole run.
 
     Reads ``run_dir/_filtered/<task>.parquet`` for ``task_ids`` (all of them when None), never
     modifying them, and writes ``run_dir/documents/<task>.parquet`` (kept rows; line edits applied)
     and ``run_dir/rejected/dedup-<task>.parquet`` (document schema, ``reject_reason`` in
     {``dedup:exact``, ``dedup:lines``, ``dedup:near``}, ``reject_stage = "dedup"``, ``duplicate_of``:
-    kept id, null for ``dedup:lines``). ``client``: a ``distributed.Client``; every step is a task
-    over one shard or one shuffle partition. Sources carry ``id``, ``warc_date``, ``text``,
-    ``content_hash`` and ``minhash`` (stage ``dedup_signatures`` with ``config.minhash``'s settings).
+    kept id, null for ``dedup:lines``). ``client``: a ``distributed.Client``; every step is a set of
+    tasks over one shard or one shuffle partition, each retried up to ``retries`` times. Sources
+    carry ``id``, ``url``, ``warc_date``, ``text``, ``content_hash`` and ``minhash`` (stage
+    ``dedup_signatures`` with ``config.minhash``'s settings).
 
     Returns ``{"dedup_exact"|"dedup_lines"|"dedup_near": StageCounts}`` for the enabled steps, in
     order, chained (``in`` of each = ``kept`` of the previous), and writes ``_phases/dedup.json``
-    (``MARKER``: fingerprint, config, stats, counts). An unfinished plan in ``_dedup_work`` with the
-    same fingerprint (config + ``lineage``, the fingerprint of the sources) is resumed; any other is
-    discarded. Raises ValueError when signatures do not match ``config.minhash.num_perm``.
-    ``progress(step)``, if given, is called with a step's name as it starts (for the CLI).
+    (``MARKER``: fingerprint, config, stats, counts). Finished steps of an unfinished plan in
+    ``_dedup_work`` with the same fingerprint (config + ``lineage``, the fingerprint of the
+    sources) are kept; any other plan is discarded. Raises ValueError when signatures do not match
+    ``config.minhash.num_perm``. ``progress(step)``, if given, is called as a step starts.
     """
     config = config or DedupConfig()
     store = Store(run_dir, storage_options)
     fp, names = hashlib.sha256((fingerprint(config) + lineage).encode()).hexdigest(), step_names(config)
-    shards = _shards(store, config, storage_options, task_ids)
-    own = [s for s in shards if s.own]
+    listing = _shards(store, config, storage_options, task_ids)
+    own = [i for i, (ref, _) in enumerate(listing) if ref < 0]
     work = Store(store.path(WORK), storage_options)
     bands, rows = config.minhash.band_rows()
-    ctx = Ctx(work, config.partitions or max(1, len(own)), config, bands, rows, shards)
+    ctx = Ctx(work, store, config.partitions or max(1, len(own)), config, bands, rows, fp)
     t0 = time.perf_counter()
-    plan_ok = work.exists("plan.json") and work.read_json("plan.json").get("fingerprint") == fp
-    if plan_ok:
+    if not (work.exists(LISTING) and work.read_json(LISTING).get("fingerprint") == fp):
+        work.rm("")
+        work.write_json(LISTING, {"fingerprint": fp, "shards": listing})
+    run = StepRunner(client, ctx, retries)
+    if work.exists("plan.json"):
         stats = work.read_json("plan.json")["stats"]
     else:
-        work.rm("")
-        stats = _plan(client, ctx, progress) if names else {}
-        work.write_json("plan.json", {"fingerprint": fp, "stats": stats,
-                                      "shards": [s.rel for s in own]})
+        stats = _plan(run, ctx, len(listing), own, progress) if names else {}
+        work.write_json("plan.json", {"fingerprint": fp, "stats": stats})
     totals = {n: StageCounts() for n in names}
     if progress:
         progress("write documents")
     if names:
-        for per in _map(client, _apply, ctx, own, names):
+        for per in run("apply", _apply, own, names, marker=False):
             for n in names:
                 totals[n].add(StageCounts.from_dict(per[n]))
         totals[names[0]].seconds = time.perf_counter() - t0
+        stats = dict(stats, seconds_per_step=dict(stats.get("seconds_per_step", {}), **run.seconds))
     else:  # every step off: the sources are the documents
-        for s in own:
+        for i in own:
+            s = ctx.shard(i)
             store.write(f"documents/{s.name}", without_snapshots(store.read(s.rel)))
     store.write_json(MARKER, {"fingerprint": fp, "config": config.model_dump(mode="json"), "stats": stats,
                               "counts": {k: v.to_dict() for k, v in totals.items()}})
@@ -286,7 +327,8 @@ class DedupPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         cfg = self.manifest.section("dedup")
         counts = run_dedup(ctx.client, ctx.output, cfg, ctx.storage_options, progress=ctx.progress,
-                           task_ids=ctx.task_ids, lineage=ctx.lineage.get("tasks", ""))
+                           task_ids=ctx.task_ids, lineage=ctx.lineage.get("tasks", ""),
+                           retries=self.manifest.cluster.retries)
         stats = load_stats(ctx.output, ctx.storage_options)
         return PhaseResult(stats={**{k: v.to_dict() for k, v in counts.items()}, "stats": stats}, ledger=counts)
 

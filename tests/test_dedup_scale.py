@@ -1,0 +1,178 @@
+"""Dedup at scale, small (issue 17): shuffle files per step O(S + P), a giant template cluster
+in bounded worker memory, a worker killed in every step, tasks that carry no shard list."""
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+from datapipe.stages.phases.dedup.phase import load_stats
+from datapipe.stages.phases.dedup.shuffle_store import Store
+from datapipe.stages.phases.dedup.steps import Ctx
+from dedup_fixtures import write_shards
+from scale_corpus import make_corpus
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      scheduler_kwargs={"allowed_failures": 3}) as c, Client(c) as cl:
+        yield cl
+
+
+def _write(run, docs, nshards):
+    write_shards(str(run), {f"part-{k}": docs[k::nshards] for k in range(nshards)})
+
+
+def _state(run) -> dict:
+    out = {}
+    for sub in ("documents", "rejected"):
+        for f in sorted((run / sub).glob("*.parquet")):
+            for r in pq.read_table(f, columns=["id", "reject_reason", "duplicate_of"]).to_pylist():
+                out[r["id"]] = (r["reject_reason"] or "kept", r["duplicate_of"])
+    return out
+
+
+def _bytes(run) -> dict:
+    return {f"{sub}/{p.name}": p.read_bytes() for sub in ("documents", "rejected")
+            for p in sorted((run / sub).glob("*.parquet"))}
+
+
+@pytest.mark.parametrize("nshards,nparts", [(5, 3), (5, 9)])
+def test_files_per_step_are_s_plus_p(client, tmp_path, nshards, nparts):
+    c = make_corpus(300, seed=3)
+    _write(tmp_path, c.docs, nshards)
+    run_dedup(client, str(tmp_path), DedupConfig(partitions=nparts, lines={"enabled": True, "max_count": 50}))
+    files = load_stats(str(tmp_path))["files_per_step"]
+    assert {"exact_map", "bands_reduce", "verify_dst", "cc1", "labels", "comps_reduce"} <= set(files)
+    for step, per in files.items():
+        # a task writes one run per output of its step (verify_src: edges and sets), never one per partition
+        assert sum(per.values()) <= 2 * (nshards + nparts), (step, per)
+    assert files["exact_map"] == {"exact": nshards} and files["exact_reduce"] == {"drops_exact": nparts}
+    assert files["bands_map"] == {"bands": nshards} and files["bands_reduce"] == {"cand": nparts}
+    assert files["verify_src"] == {"cand2": nshards, "sets": nshards}
+
+
+class _Rss(threading.Thread):
+    def __init__(self, pids):
+        import psutil
+
+        super().__init__(daemon=True)
+        self.procs, self.peak, self.stop = [psutil.Process(p) for p in pids], 0, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            for p in self.procs:
+                try:
+                    self.peak = max(self.peak, p.memory_info().rss)
+                except Exception:  # noqa: BLE001 - a worker gone between samples
+                    pass
+            self.stop.wait(0.05)
+
+
+def _peak_rss(client, run, cfg) -> int:
+    s = _Rss(client.run(os.getpid).values())
+    s.start()
+    try:
+        run_dedup(client, str(run), cfg)
+    finally:
+        s.stop.set()
+        s.join()
+    return s.peak
+
+
+def test_giant_cluster_bounded_memory(client, tmp_path):
+    """30% of the corpus is one template cluster: the survivor is the canonical URL, every other
+    member is rejected, and worker memory is what the same corpus costs without the cluster."""
+    n = 4000
+    giant, plain = make_corpus(n, seed=5, giant_fraction=0.3), make_corpus(n, seed=5, giant_fraction=0.0)
+    cfg = DedupConfig(partitions=4)
+    _write(tmp_path / "plain", plain.docs, 4)
+    _write(tmp_path / "giant", giant.docs, 4)
+    base = _peak_rss(client, tmp_path / "plain", cfg)
+    peak = _peak_rss(client, tmp_path / "giant", cfg)
+    st = _state(tmp_path / "giant")
+    members = giant.giant_ids[0]
+    assert len(members) == int(0.3 * n)
+    kept = [m for m in members if st[m][0] == "kept"]
+    assert kept == [giant.canonical[0]], kept          # the template's canonical URL survives
+    assert all(st[m][1] == kept[0] for m in members if m != kept[0])
+    print(f"peak worker RSS: plain {base / 2**20:.0f} MiB, with a 30% cluster {peak / 2**20:.0f} MiB")
+    assert peak <= 1.5 * 2**30
+    assert peak - base <= 150 * 2**20   # measured: within noise of the plain corpus
+
+
+class _KillOnce(WorkerPlugin):
+    """Kills the worker process as the first task of each listed dedup step starts executing."""
+
+    def __init__(self, flag_dir: str, steps: list[str]):
+        self.flag_dir, self.steps = flag_dir, steps
+
+    def transition(self, key, start, finish, **kwargs):
+        k = key if isinstance(key, str) else str(key)
+        if finish != "executing" or not k.startswith("dedup-"):
+            return
+        step = k[len("dedup-"):].rsplit("-", 2)[0]
+        if step in self.steps:
+            try:
+                fd = os.open(os.path.join(self.flag_dir, step), os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return
+            os.close(fd)
+            os._exit(1)
+
+
+STEPS = ["exact_map", "exact_reduce", "lines_map", "lines_reduce", "lines_edit", "bands_map", "bands_reduce",
+         "verify_src", "verify_dst", "cc1", "cc2", "labels", "comps_map", "comps_reduce", "apply"]
+
+
+def _kill_run(tmp_path, steps: list[str]):
+    c = make_corpus(800, seed=9, giant_fraction=0.2)
+    cfg = DedupConfig(partitions=3, lines={"enabled": True, "max_count": 40})
+    fresh, killed = tmp_path / "fresh", tmp_path / "killed"
+    _write(fresh, c.docs, 3)
+    _write(killed, c.docs, 3)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
+                      scheduler_kwargs={"allowed_failures": 3}) as lc, Client(lc) as cl:
+        want = run_dedup(cl, str(fresh), cfg)
+        cl.register_plugin(_KillOnce(str(flags), steps))
+        got = run_dedup(cl, str(killed), cfg, retries=2)
+    assert sorted(os.listdir(flags)) == sorted(steps)     # a worker died in each step
+    assert _bytes(killed) == _bytes(fresh)
+    assert {k: (v.n_in, v.kept) for k, v in got.items()} == {k: (v.n_in, v.kept) for k, v in want.items()}
+
+
+def test_worker_killed_in_three_steps_same_output(tmp_path):
+    """A streaming reduce, a star round and the apply (each restart costs seconds: all steps is slow)."""
+    _kill_run(tmp_path, ["bands_reduce", "cc1", "apply"])
+
+
+@pytest.mark.slow
+def test_worker_killed_in_every_step_same_output(tmp_path):
+    _kill_run(tmp_path, STEPS)
+
+
+def test_task_arguments_do_not_grow_with_shards(tmp_path):
+    """A task gets the context and one index; the shard list is a file it reads (by reference)."""
+    work = Store(str(tmp_path))
+    sizes = []
+    for n in (10, 10_000):
+        ctx = Ctx(work, work, n, DedupConfig(), 18, 7, "f" * 64)
+        work.write_json("shards.json", {"fingerprint": ctx.fp, "shards": [[-1, f"_filtered/t{i:06d}.parquet"]
+                                                                          for i in range(n)]})
+        sizes.append(len(pickle.dumps((ctx, n - 1))))
+        from datapipe.stages.phases.dedup import steps
+
+        steps._LISTINGS.clear()
+        assert ctx.shard(n - 1).rel == f"_filtered/t{n - 1:06d}.parquet"
+    assert abs(sizes[1] - sizes[0]) <= 8, sizes   # only the digits of the numbers differ
+    assert np.max(sizes) < 4096
