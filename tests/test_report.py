@@ -143,3 +143,26 @@ def test_report_numbers_in_chromium_equal_ledger(page_in_chromium, run_dir):
     totals = page_in_chromium.inner_text("#totals")
     t = led["totals"]
     assert totals.split() == f"records in {t['in']}, kept {t['kept']}, rejected {t['rejected']}, errored {t['errored']}".split()
+
+
+def test_tokens_chart_keeps_a_small_domain_visible(monkeypatch):
+    """The sample's tokens per domain (runs/sample: code 382 next to de 1,054,691): on a linear axis
+    the code bar was a fraction of a pixel wide."""
+    figs = []
+    monkeypatch.setattr(report, "_png", lambda fig: figs.append(fig) or "")
+    tk = {"tokens_per_domain": {"code": 382, "de": 1_054_691, "en": 246_842},
+          "target_tokens": {"code": 382, "de": 1_054_691, "en": 246_842}}
+    report._tokens_chart(tk)
+    ax = figs[0].axes[0]
+    figs[0].canvas.draw()
+    assert ax.get_xscale() == "log"
+    widths = {}
+    for bar in ax.patches:
+        (x0, _), (x1, _) = ax.transData.transform([(max(bar.get_x(), ax.get_xlim()[0]), 0),
+                                                    (bar.get_x() + bar.get_width(), 0)])
+        widths.setdefault(round(bar.get_width()), []).append(x1 - x0)
+    assert min(widths[382]) > 20  # pixels: a visible bar, not a hairline
+    assert {" 382", " 1,054,691", " 246,842"} <= {t.get_text() for t in ax.texts}  # every bar labelled
+    figs.clear()
+    report._tokens_chart({"tokens_per_domain": {"a": 100, "b": 200}, "target_tokens": {"a": 100, "b": 200}})
+    assert figs[0].axes[0].get_xscale() == "linear"  # similar sizes: a plain axis
