@@ -147,7 +147,8 @@ def _show_funnel(out: Console, f: dict) -> None:
             col = "lang" if key == "languages" else "host"
             t = _table(title, [col, "docs", "share"], right=("docs", "share"))
             for r in f[key]:
-                t.add_row(str(r[col]), f"{r['docs']:,}", f"{r['share']:.1%}")
+                # documents without a URL (text inputs) have no host; no language: langid not run
+                t.add_row("(none)" if r[col] is None else str(r[col]), f"{r['docs']:,}", f"{r['share']:.1%}")
             out.print(t)
     if f.get("tokens"):
         tk = f["tokens"]

@@ -145,3 +145,18 @@ def test_no_help_prints_a_default_of_none():
     assert f"device:, default {fields['device'].default})" in ab and f"threads:, default {fields['threads'].default})" in ab
     assert f"cluster.workers:, default {cluster['workers'].default})" in ab
     assert fields["run"].is_required() and fields["budget_tokens"].is_required() and ab.count("required there") == 2
+
+
+def test_inspect_funnel_names_missing_hosts(capsys):
+    """Documents without a URL were listed under the host "None"."""
+    from rich.console import Console
+
+    from datapipe.inspect_cli import _show_funnel
+
+    f = {"run": "r", "records_by_type": {"text": 3}, "stages": [], "limit": None,
+         "totals": {"in": 3, "kept": 3, "rejected": 0, "errored": 0},
+         "languages": [{"lang": "en", "docs": 3, "share": 1.0}],
+         "hosts": [{"host": None, "docs": 2, "share": 2 / 3}, {"host": "a.org", "docs": 1, "share": 1 / 3}]}
+    _show_funnel(Console(width=80), f)
+    text = capsys.readouterr().out
+    assert "(none)" in text and "None" not in text and "a.org" in text
