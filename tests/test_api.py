@@ -118,8 +118,9 @@ def test_run_prints_every_ledger_number_at_80_columns(cli_run):
         line = next(x for x in text.splitlines() if x.startswith(name + " "))
         assert line.split()[-1] == f"{s['seconds']:,.1f}"
     t = led["totals"]
-    assert (f"records in {t['in']:,}: kept {t['kept']:,}, rejected {t['rejected']:,}, errored {t['errored']:,}"
-            in " ".join(text.split()))
+    m = re.search(rf"records in {t['in']:,}: kept {t['kept']:,}, rejected {t['rejected']:,}, "
+                  rf"errored {t['errored']:,} in ([\d.]+) s", " ".join(text.split()))
+    assert m and abs(float(m.group(1)) - led["seconds"]) <= 0.051  # printed to 0.1 s
     assert f"limited: at most {LIMIT} records per input file (1 of 2 input(s) cut short)" in " ".join(text.split())
 
 
@@ -128,6 +129,11 @@ def test_inspect_prints_every_ledger_number_at_80_columns(cli_run, capsys, monke
     assert cli.main(["inspect", str(cli_run["out"])]) == 0
     text = capsys.readouterr().out
     _check_funnel_text(text, cli_run["ledger"], extra_cols=0)  # share and bytes only on reason lines
+    flat = " ".join(text.split())
+    assert all(f"{k} {v:,}" in flat for k, v in cli_run["ledger"]["records_by_type"].items())
+    t = cli_run["ledger"]["totals"]
+    assert (f"kept {t['kept']:,} of {t['in']:,} records; rejected {t['rejected']:,}, errored {t['errored']:,}"
+            in flat)
     assert "limited run: at most 40 records per input file" in text
     assert "gopher_quality: min_words=50, max_words=100000" in text  # the thresholds in force
     assert "minhash.threshold=0.8" in text
