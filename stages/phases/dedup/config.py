@@ -93,9 +93,28 @@ class MinHashConfig(_Strict):
         return optimal_bands_rows(round(bt, 6), self.num_perm, self.fp_weight, self.fn_weight)
 
 
+class NgramConfig(_Strict):
+    """Paragraph- / n-gram-level dedup (DCLM BFF, Dolma; see :mod:`datapipe.stages.phases.dedup.ngram`).
+
+    ``unit``: ``paragraph`` (a normalized line is the gram) or ``ngram`` (its word ``ngram``-grams,
+    13 as BFF's default). ``mode``: ``paragraph`` (remove paragraphs whose duplicated gram fraction
+    is >= ``threshold``), ``document`` (drop documents whose duplicated gram fraction is >=
+    ``doc_threshold``), or both. Defaults follow BFF's ``--filtering-threshold 0.8`` for paragraphs;
+    ``doc_threshold`` 0.8 likewise. Off by default: it rewrites texts. Ranges: ``ngram`` [1, 64]
+    words, thresholds in (0, 1].
+    """
+
+    enabled: bool = False
+    unit: Literal["paragraph", "ngram"] = "ngram"
+    ngram: int = Field(13, ge=1, le=64)
+    mode: list[Literal["paragraph", "document"]] = Field(default_factory=lambda: ["paragraph"], min_length=1)
+    threshold: float = Field(0.8, gt=0.0, le=1.0)
+    doc_threshold: float = Field(0.8, gt=0.0, le=1.0)
+
+
 class DedupConfig(_Strict):
     """Global dedup after phase 1. Steps run in this order on the survivors of the previous one:
-    exact -> lines -> minhash (exact first so that a page crawled twice does not get all its
+    exact -> lines -> minhash -> ngram (exact first so that a page crawled twice does not get all its
     lines counted twice and removed from both copies).
 
     ``partitions``: shuffle partitions (None -> number of document shards). ``reference_dirs``:
@@ -111,6 +130,7 @@ class DedupConfig(_Strict):
     exact: bool = True
     lines: LinesConfig = LinesConfig()
     minhash: MinHashConfig = MinHashConfig()
+    ngram: NgramConfig = NgramConfig()
     partitions: int | None = Field(None, ge=1)
     reference_dirs: list[str] = []
     keep_work: bool = False

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from datapipe.ledger import StageCounts
 from datapipe.schema import without_snapshots
-from datapipe.stages.phases.dedup import components, near, steps
+from datapipe.stages.phases.dedup import components, near, ngram, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.steps import EXACT, LINES, LISTING, NEAR, Ctx, drops_of
 from datapipe.stages.phases.dedup.shuffle_store import Store
@@ -54,9 +54,9 @@ def fingerprint(config: DedupConfig) -> str:
 
 
 def step_names(config: DedupConfig) -> list[str]:
-    """Ledger stage names of the enabled steps, in order: dedup_exact, dedup_lines, dedup_near."""
+    """Ledger stage names of the enabled steps, in order: dedup_exact, dedup_lines, dedup_near, dedup_ngram."""
     return [n for n, on in (("dedup_exact", config.exact), ("dedup_lines", config.lines.enabled),
-                            ("dedup_near", config.minhash.enabled)) if on]
+                            ("dedup_near", config.minhash.enabled), ("dedup_ngram", config.ngram.enabled)) if on]
 
 
 class StepRunner:
@@ -138,6 +138,15 @@ def _plan(run: StepRunner, ctx: Ctx, nshards: int, own: list[int], progress=None
         _, stats["cc_iterations"] = components.connected_components(run, ctx)
         run("comps_map", components.comps_map, shards)
         stats["near_cluster_sizes"] = _hist(run("comps_reduce", components.comps_reduce, parts, cleanup=["comps"]))
+    if ctx.cfg.ngram.enabled:
+        progress("paragraph / n-gram duplicates")
+        run("ngram_map", ngram.ngram_map, shards)
+        red = run("ngram_reduce", ngram.ngram_reduce, parts, cleanup=["ngram"])
+        ed = run("ngram_edit", ngram.ngram_edit, own, cleanup=["ngram_dups"])
+        m = sum(a for a, _ in red)
+        stats.update(ngram_distinct_grams=m, ngram_duplicated_grams=sum(b for _, b in red),
+                     ngram_docs_dropped=sum(a for a, _ in ed), ngram_paragraphs_removed=sum(b for _, b in ed),
+                     ngram_false_positive_bound=m * m / 2.0 ** 65)
     stats["files_per_step"] = run.files
     stats["seconds_per_step"] = run.seconds
     return stats
@@ -159,11 +168,17 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     in_doc = pc.is_in(table.column("id"), value_set=drop_ids)
     if ed is not None:
         table = _apply_edits(table, ed)
+    ng = ngram.ngram_edits(ctx, shard)
     reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
                                                  drops.column("duplicate_of").to_pylist())))
     mask = in_doc.to_numpy(zero_copy_only=False)
     table = without_snapshots(table)  # pre-masking text never reaches the published documents
     rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
+    removed = 0
+    if ng is not None:   # paragraphs removed: a modification of kept documents (bytes_out drops)
+        before = ngram.text_bytes(kept)
+        kept = _apply_edits(kept, ng)
+        removed = before - ngram.text_bytes(kept)
     rid = rejected.column("id").to_pylist()
     for col, vals in (("reject_reason", [reasons[i][0] for i in rid]), ("reject_stage", [REJECT_STAGE] * len(rid)),
                       ("duplicate_of", [reasons[i][1] for i in rid])):
@@ -174,7 +189,7 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     elif store.exists(rej_rel):
         store.rm(rej_rel)
     store.write(f"documents/{shard.name}", kept)
-    counts = _counts(kept, rejected, names)
+    counts = _counts(kept, rejected, names, removed)
     counts[names[0]]["seconds"] = round(time.perf_counter() - t0, 6)
     ctx.work.write_json(done, counts)
     return counts
@@ -197,21 +212,23 @@ def _nbytes(t: pa.Table) -> int:
     return int(pc.sum(pc.binary_length(t.column("text"))).as_py() or 0) if t.num_rows else 0
 
 
-def _counts(kept: pa.Table, rejected: pa.Table, names: list[str]) -> dict:
+def _counts(kept: pa.Table, rejected: pa.Table, names: list[str], ngram_removed: int = 0) -> dict:
     """Per-step counts from the shard's final kept/rejected rows; steps chain in ``names`` order.
-    Bytes are UTF-8 text bytes (after line edits for kept rows)."""
-    reason_of = {"dedup_exact": EXACT, "dedup_lines": LINES, "dedup_near": NEAR}
+    Bytes are UTF-8 text bytes (after line edits for kept rows); ``ngram_removed``: bytes of the
+    paragraphs ``dedup_ngram`` removed from kept rows (its ``bytes_out`` is that much lower)."""
+    reason_of = {"dedup_exact": EXACT, "dedup_lines": LINES, "dedup_near": NEAR, "dedup_ngram": ngram.NGRAM}
     by_reason = Counter(rejected.column("reject_reason").to_pylist()) if rejected.num_rows else Counter()
     n_in = kept.num_rows + rejected.num_rows
-    bytes_in = _nbytes(kept) + _nbytes(rejected)
+    bytes_in = _nbytes(kept) + _nbytes(rejected) + ngram_removed
     out = {}
     for name in names:
         r = by_reason.get(reason_of[name], 0)
         rb = _nbytes(rejected.filter(pc.equal(rejected.column("reject_reason"), reason_of[name]))) if r else 0
+        cut = ngram_removed if name == "dedup_ngram" else 0
         sc = StageCounts(n_in, n_in - r, Counter({reason_of[name]: r} if r else {}), Counter(), bytes_in,
-                         bytes_in - rb)
+                         bytes_in - rb - cut)
         out[name] = sc.to_dict()
-        n_in, bytes_in = n_in - r, bytes_in - rb
+        n_in, bytes_in = n_in - r, bytes_in - rb - cut
     return out
 
 

@@ -25,7 +25,7 @@ from datapipe.stages.phases.dedup.shuffle_store import FLUSH_ROWS, U64, Store, p
 EXACT, LINES, NEAR = "dedup:exact", "dedup:lines", "dedup:near"
 _ROW_MASK = U64(0xFFFFFFFF)
 LISTING = "shards.json"
-DROP_STEPS = ("drops_exact", "drops_lines", "drops_near")
+DROP_STEPS = ("drops_exact", "drops_lines", "drops_near", "drops_ngram")
 
 DROPS = pa.schema([("node", pa.uint64()), ("id", pa.string()), ("duplicate_of", pa.string()),
                    ("reason", pa.string())])
