@@ -97,7 +97,8 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
                preset: str = "auto", fields: dict | None = None, split_bytes: int = 0,
                batch_size: int = 256, storage_options: dict | None = None,
                identities: dict[str, dict] | None = None, read_options: dict | None = None) -> list[TaskSpec]:
-    """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable text file.
+    """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable file (plain
+    JSONL: byte ranges; Parquet: row groups; gzip WARC: byte ranges cut at member starts).
 
     A file in ``k > 1`` parts gets task ids ``<task_id_for(path)>-p00000`` ... (deterministic for
     the same ``split_bytes``). With ``identities`` (input -> ``input_identity``), each spec gets
@@ -106,6 +107,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     """
     from datapipe.io.jsonl import byte_ranges
     from datapipe.io.parquet_input import row_group_ranges
+    from datapipe.io.warc_parts import warc_byte_ranges
     from fsspec.core import url_to_fs
 
     from datapipe.io.textdocs import resolve_fields
@@ -122,6 +124,9 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
             parts = byte_ranges(p, fs.size(lp), split_bytes)
         elif f == "parquet" and split_bytes:
             parts = row_group_ranges(p, so, split_bytes)
+        elif f in ("warc", "wet") and split_bytes:  # gzip per record: cut at member starts
+            fs, lp = url_to_fs(p, **so)
+            parts = warc_byte_ranges(p, fs.size(lp), split_bytes)
         base = task_id_for(p)
         for k, part in enumerate(parts or [None]):
             tid = base if part is None else f"{base}-p{k:05d}"

@@ -96,16 +96,25 @@ def read_warc(path: str, storage_options: dict | None = None, fields: dict | Non
               part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Every record of a WARC/WET file (plain, gzip or WARC-zstd) as a ReadItem.
 
-    ``fields`` is ignored (WARC has one layout); ``part`` must be None (a WARC file is one task).
+    ``fields`` is ignored (WARC has one layout). ``part``: a nominal byte range of a gzip file; the
+    records whose gzip member starts in it, cut at member boundaries (``datapipe.io.warc_parts``).
     ``max_record_bytes``: records whose Content-Length (or decoded HTTP body) is larger are
     errored ``read:record_too_large`` and skipped while decompressing (see datapipe.io.warc).
     """
-    if part is not None:
-        raise ValueError(f"{path}: WARC files are not split into parts")
-
     def opener():
         return open_input(path, storage_options)
-    for rec in iter_records(opener, max_record_bytes=max_record_bytes, compression=compression_from_name(path)):
+    if part is not None:
+        from fsspec.core import url_to_fs
+
+        from datapipe.io.warc_parts import part_records
+
+        if compression_from_name(path) != "gzip":
+            raise ValueError(f"{path}: only gzip WARC files are split into parts")
+        fs, local = url_to_fs(path, **(storage_options or {}))
+        records = part_records(opener, fs.size(local), tuple(part), max_record_bytes)
+    else:
+        records = iter_records(opener, max_record_bytes=max_record_bytes, compression=compression_from_name(path))
+    for rec in records:
         yield warc_items(rec, path)
 
 
