@@ -142,9 +142,19 @@ class Pipeline:
         ``cluster`` keywords (``threads_per_worker``, ``memory_limit``, ``dashboard_address``,
         ``retries``) set the manifest's ``cluster:`` section. A rerun into the same output skips
         what is up to date (lineage). Raises ManifestError, ModelError, InputError (missing input
-        or model, before any work), OutputLockedError, LedgerError, InvariantError, ClusterError.
+        or model, before any work), OutputLockedError, LedgerError, InvariantError, ClusterError;
+        RuntimeError when called while a worker process imports the calling script (a script that
+        calls ``run`` outside ``if __name__ == "__main__":``).
         """
+        import multiprocessing
+
         from datapipe import runner
+
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # Dask starts worker processes by spawning: each one imports the main script again, and
+            # an unguarded run() there would start a second run (it failed on the output lock).
+            raise RuntimeError('Pipeline.run was called while a worker process imported the script: in a script, '
+                               'call it under `if __name__ == "__main__":` (Dask spawns its workers)')
 
         ov: dict = {}
         if inputs is not None:

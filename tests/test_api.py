@@ -429,3 +429,29 @@ def test_report_lists_settings_and_counts_per_signal(cli_run, tmp_path):
     assert report._hist(vals, "t", log_y="always") != report._hist(vals, "t", log_y="never")
     with pytest.raises(ValueError, match="log_y"):
         report.write_report(str(cli_run["out"]), out=str(tmp_path / "x.html"), log_y="sometimes")
+
+
+def test_pipeline_run_refuses_inside_a_spawned_workers_import(inputs, tmp_path, monkeypatch):
+    """What a spawned worker sees while it imports the main script (multiprocessing's flag)."""
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(RuntimeError, match='if __name__ == "__main__"'):
+        datapipe.Pipeline(stages=["gopher_quality"], report=False).run([inputs[1]], tmp_path / "out", workers=1)
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+@pytest.mark.slow  # ~30 s: the nanny waits for its dead worker
+def test_pipeline_run_in_an_unguarded_script_says_what_to_do(inputs, tmp_path):
+    """A script calling Pipeline.run at top level: each spawned Dask worker imported it and started a
+    second run, which failed on the output lock ("Nanny failed to start")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text("import datapipe\n"
+                      f"datapipe.Pipeline(stages=['gopher_quality'], report=False).run([{str(inputs[1])!r}], "
+                      f"{str(tmp_path / 'out')!r}, workers=1, dashboard_address='127.0.0.1:0')\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    assert p.returncode != 0
+    assert 'call it under `if __name__ == "__main__":`' in p.stderr, p.stderr[-2000:]
