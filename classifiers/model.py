@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,16 @@ _FOLD = str.maketrans({"‘": "'", "’": "'", "‚": "'", "‛": "'", "“": '"
 PREPROCESSORS = ("newlines", "datapipe-v1", "datapipe-v1-words")
 
 
+_MEMO_CHARS = 2000  # sentences, not whole documents, are remembered
+
+
+@lru_cache(maxsize=16384)
+def _tokens(text: str) -> list[str]:
+    # The safety stages score the same sentences with several models (toxicity, NSFW): tokenised once.
+    # Callers never mutate the list.
+    return _TOKEN_RE.findall(text.lower().translate(_FOLD))
+
+
 def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> str:
     """Text as fed to fastText: one line, never containing ``\\n`` (fastText's predict rejects it).
 
@@ -44,7 +55,7 @@ def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> 
     if kind == "newlines":
         return _WS_RE.sub(" ", text).strip()
     if kind in ("datapipe-v1", "datapipe-v1-words"):
-        toks = _TOKEN_RE.findall(text.lower().translate(_FOLD))
+        toks = _tokens(text) if len(text) <= _MEMO_CHARS else _TOKEN_RE.findall(text.lower().translate(_FOLD))
         if kind == "datapipe-v1-words":
             toks = [t for t in toks if t[0].isalnum() or t[0] == "_"]
         return " ".join(toks[:max_tokens])

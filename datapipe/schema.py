@@ -96,9 +96,10 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Return ``table`` with exactly ``schema``: missing columns as nulls, extra columns dropped, types cast."""
     cols = []
     n = table.num_rows
+    have = {name: i for i, name in enumerate(table.column_names)}  # column_names builds a new list per call
     for f in schema:
-        if f.name in table.column_names:
-            col = table.column(f.name)
+        if f.name in have:
+            col = table.column(have[f.name])
             if col.type != f.type:
                 col = col.cast(f.type)
             cols.append(col)

@@ -39,6 +39,10 @@ _KEYED = [pa.field("key", pa.int64(), nullable=False)]
 _CACHE: dict[str, TextTokenizer] = {}
 
 
+#: zstd level of the work files (encoded, sampled): read once more and deleted, so speed over size.
+INTERMEDIATE_LEVEL = 1
+
+
 def config_fingerprint(mix: MixConfig, tok: TokenizeConfig, tokenizer_sha: str) -> str:
     """sha256 of what decides the shard bytes: mix config, tokenize config (minus speed-only knobs), tokenizer files."""
     t = tok.model_dump(exclude={"batch_size", "num_threads", "keep_intermediate"})
@@ -81,7 +85,7 @@ def _encode_file(src: str, dst: str, tok_cfg: dict, mix_cfg: dict, payload, so: 
             pf = pq.ParquetFile(fh)
             cols = [c for c in ["id", "url", "host", "source", "lang", "text", *assign.columns()]
                     if c in pf.schema_arrow.names]
-            with AtomicParquetWriter(dst, fs, token_schema(tok.dtype)) as w:
+            with AtomicParquetWriter(dst, fs, token_schema(tok.dtype), compression_level=INTERMEDIATE_LEVEL) as w:
                 for batch in pf.iter_batches(batch_size=tok_cfg["batch_size"], columns=cols):
                     t = pa.Table.from_batches([batch])
                     texts = [x or "" for x in t.column("text").to_pylist()]
@@ -113,7 +117,7 @@ def _sample_file(src: str, dst: str, rates: dict[str, float], seed: int, so: dic
         keys = shuffle_keys([ids[i] for i in rows], copy_idx, seed)
         t = pa.table([pa.array(keys)] + t.columns, schema=pa.schema(_KEYED + list(t.schema)))
         t = t.sort_by([("key", "ascending"), ("doc_id", "ascending"), ("copy", "ascending")])
-        with AtomicParquetWriter(dst, fs, t.schema, row_group_rows=4096) as w:
+        with AtomicParquetWriter(dst, fs, t.schema, row_group_rows=4096, compression_level=INTERMEDIATE_LEVEL) as w:
             w.write(t)
     t = pq.read_table(dst, columns=["key", "num_tokens", "copy"], filesystem=fs)
     distinct = int(np.count_nonzero(t.column("copy").to_numpy() == 0))
