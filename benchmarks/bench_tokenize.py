@@ -3,7 +3,9 @@
     python benchmarks/bench_tokenize.py                 # encode + phase 3 + loader (CPU), on real CC text
     python benchmarks/bench_tokenize.py --loader-only --synthetic-tokens 400000000 --device cuda --workers 8
 
-Encode figures are one thread on the same texts (shared_data()/cc_text, repeated to --mb MB):
+``phase_vs_direct``: the tokenize phase's worker steps (encode, sample, write shards) in one
+process against ``tiktoken.encode_ordinary_batch`` alone on the same documents, CPU seconds,
+interleaved, ratio per repetition with min-max. Encode figures are one thread on the same texts (shared_data()/cc_text, repeated to --mb MB):
 ours (``TextTokenizer.encode_docs``: ids + EOS into a numpy buffer) vs tiktoken
 ``encode_ordinary_batch`` and HF ``tokenizers`` ``encode_batch`` called directly. ``--loader-only``
 needs only numpy, pyarrow, fsspec (and torch for --device): it runs where the datapipe package's
@@ -66,6 +68,66 @@ def bench_encode(texts: list[str]) -> dict:
     out["ratio_ours_vs_tiktoken"] = round(out["ours_tiktoken_r50k"]["tokens_per_s"] / out["tiktoken_direct"]["tokens_per_s"], 3)
     out["ratio_ours_hf_vs_tokenizers"] = round(out["ours_hf_gpt2_bpe"]["tokens_per_s"] / out["tokenizers_direct"]["tokens_per_s"], 3)
     return out
+
+
+def bench_phase_vs_direct(work: Path, texts: list[str], reps: int = 5) -> dict:
+    """The tokenize phase's own work in this process vs ``tiktoken.encode_ordinary_batch`` alone.
+
+    Same documents (4 ``documents/`` files), CPU seconds of this process, taken in turn (A B A B):
+    the phase's three worker steps (encode each file to a work file, sample the mixture, write
+    the token shards) as the Dask tasks run them, without the scheduler; the bound encodes the
+    same texts and keeps the lists. Ratio per repetition = bound seconds / phase seconds.
+    """
+    import hashlib
+    import statistics
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from datapipe.stages.phases.tokenize import phase as P
+    from datapipe.stages.phases.tokenize.mixture import MixConfig
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
+
+    docs = work / "documents"
+    docs.mkdir(parents=True)
+    ids = [hashlib.sha1(f"{i}".encode()).hexdigest() for i in range(len(texts))]
+    for k in range(4):
+        pq.write_table(pa.table({"id": ids[k::4], "url": [f"https://h{i % 7}.org/" for i in range(k, len(texts), 4)],
+                                 "text": texts[k::4]}), docs / f"part-{k}.parquet")
+    cfg, mix = TokenizeConfig(shard_tokens=2**22), MixConfig()
+    tok = load_tokenizer(cfg)
+    payload, tc, mc = P._payload(cfg), cfg.model_dump(), mix.model_dump()
+    inputs = sorted(str(p) for p in docs.glob("*.parquet"))
+
+    def direct():
+        for i in range(0, len(texts), cfg.batch_size):
+            tok._impl.encode_ordinary_batch(texts[i:i + cfg.batch_size], num_threads=1)
+
+    def phase():
+        w = Path(tempfile.mkdtemp(dir=work))
+        enc = [str(w / f"enc-{i}.parquet") for i in range(len(inputs))]
+        smp = [str(w / f"smp-{i}.parquet") for i in range(len(inputs))]
+        for src, dst in zip(inputs, enc):
+            P._encode_file(src, dst, tc, mc, payload, {})
+        keyed = [P._sample_file(e, s_, {"web": 1.0}, mix.seed, {}) for e, s_ in zip(enc, smp)]
+        keys = np.concatenate([k[0] for k in keyed])
+        ntok = np.concatenate([k[1] for k in keyed])
+        lows = P._shard_cuts(keys, ntok, cfg.shard_tokens)
+        for i, (lo, hi) in enumerate(zip(lows, lows[1:] + [None])):
+            P._write_shard(i, lo, hi, str(w / f"shard-{i:05d}.parquet"), smp, tok.dtype.name, tc, {})
+
+    direct(), phase()  # warm-up
+    secs: dict[str, list[float]] = {"tiktoken_direct": [], "phase": []}
+    for _ in range(reps):
+        for name, fn in (("tiktoken_direct", direct), ("phase", phase)):
+            t0 = time.process_time()
+            fn()
+            secs[name].append(round(time.process_time() - t0, 4))
+    ratios = [round(d / p, 3) for d, p in zip(secs["tiktoken_direct"], secs["phase"])]
+    return {"cpu_seconds": secs, "ratio_runs": ratios, "ratio_phase_vs_tiktoken": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "reps": reps,
+            "note": "CPU seconds of one process; phase = encode + sample + write shards, Dask scheduling excluded"}
 
 
 def bench_phase3(work: Path, texts: list[str]) -> tuple[dict, str]:
@@ -173,6 +235,7 @@ def main() -> None:
         if not a.loader_only:
             texts = _texts(a.mb)
             out["encode_1_thread"] = bench_encode(texts)
+            out["phase_vs_direct"] = bench_phase_vs_direct(Path(tmp) / "inproc", texts)
             out["phase3"], index = bench_phase3(Path(tmp) / "run", texts)
         if a.synthetic_tokens:
             t0 = time.perf_counter()
