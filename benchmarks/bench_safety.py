@@ -3,14 +3,16 @@ pages with inserted toxic / sexual sentences and false rejections of clean and b
 the span-level stages next to the whole-document scoring they replaced, and docs/s of both.
 
     .venv/bin/python benchmarks/bench_safety.py            # Markdown tables, then one JSON object (run.py's helper format)
-    .venv/bin/python benchmarks/bench_safety.py --sweep    # dev-split threshold sweep per stage (how defaults were chosen)
+    .venv/bin/python benchmarks/bench_safety.py --sweep    # dev-split grid over the nsfw / profanity thresholds (how the defaults were chosen)
     .venv/bin/python benchmarks/bench_safety.py --errors   # test-split misses and false rejections of the new chain
 
 "old" = the stages at ``OLD_COMMIT``, run live: the toxicity model of that commit (read with
 ``git show``) on each whole document (its first 200 tokens), alt-profanity-check on the whole
 document (first 100,000 characters), both rejecting above 0.5; no NSFW model shipped then.
-"new" = the stages of this checkout with their default configs (``toxicity`` / ``nsfw`` /
-``profanity``); "chain" = rejected by any stage of the main manifest's safety set.
+"prev" = the span-level chain before the re-tune (``PREV_COMMIT``: its NSFW model and thresholds,
+this checkout's segmentation). "new" = the stages of this checkout with their default configs
+(``toxicity`` / ``nsfw`` / ``profanity``); "chain" = rejected by any stage of the main manifest's
+safety set.
 """
 from __future__ import annotations
 
@@ -31,6 +33,12 @@ sys.path.insert(0, str(HERE.parent))
 import safety_set  # noqa: E402
 
 OLD_COMMIT = "e512905"  # last commit with whole-document scoring (issue 15's report)
+# The span-level chain before the re-tune: its NSFW model (read with git show) and thresholds, scored
+# with this checkout's segmentation. Its README figures (test 0.899 / 2.2%) came from this commit.
+PREV_COMMIT = "5898349"
+PREV_NSFW_MODEL = "classifiers/models/nsfw_ut1_en.ftz"
+PREV_CHAIN = {"toxicity": {"threshold": None}, "nsfw": {"threshold": 0.95},
+              "profanity": {"threshold": 0.98, "max_flagged": 2, "span_threshold": 0.5}}
 OLD_TOX_MODEL = "classifiers/models/toxicity_weak_en.ftz"
 # The main manifest's safety stages and configs (manifests/cc-2026.yaml).
 MAIN_CHAIN = {"toxicity": {"threshold": None}, "nsfw": {}, "profanity": {}}
@@ -94,6 +102,19 @@ def old_toxicity_model():
     return _OLD_MODEL[0]
 
 
+def prev_chain() -> dict | None:
+    """PREV_CHAIN with the NSFW model of PREV_COMMIT (extracted with git show), or None without git."""
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="prev_nsfw_"))
+        for suffix in (".ftz", ".json"):
+            blob = subprocess.run(["git", "show", f"{PREV_COMMIT}:{PREV_NSFW_MODEL[:-4]}{suffix}"], cwd=HERE.parent,
+                                  check=True, capture_output=True).stdout
+            (tmp / f"prev_nsfw{suffix}").write_bytes(blob)
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return None
+    return {**PREV_CHAIN, "nsfw": {**PREV_CHAIN["nsfw"], "model_path": str(tmp / "prev_nsfw.ftz")}}
+
+
 def old_scores(items: list[dict]) -> dict[str, np.ndarray]:
     """Whole-document scores of the previous stages (see the module doc); no toxicity without git."""
     from profanity_check import predict_prob
@@ -135,7 +156,12 @@ def evaluate(split: str, chain: dict) -> dict:
     old_s = old_scores(items)
     old = {name: rates(items, s > 0.5) for name, s in old_s.items()}
     old["chain"] = rates(items, np.any([s > 0.5 for s in old_s.values()], axis=0))
-    return {"items": items, "signals": sig, "new": new, "old": old}
+    out = {"items": items, "signals": sig, "new": new, "old": old}
+    prev = prev_chain()
+    if prev is not None:
+        psig = new_signals(items, prev)
+        out["prev"] = {"chain": rates(items, np.any([s["reject"] for s in psig.values()], axis=0))}
+    return out
 
 
 def table(split: str, res: dict) -> str:
@@ -146,8 +172,8 @@ def table(split: str, res: dict) -> str:
     def cell(r):
         return f"{r['rate']:.3f} ({r['rejected']}/{r['n']})" if r["n"] else "-"
 
-    for who in ("new", "old"):
-        for name, r in res[who].items():
+    for who in ("new", "prev", "old"):
+        for name, r in res.get(who, {}).items():
             rows.append(f"| {who} {name} | {cell(r['recall_toxic'])} | {cell(r['recall_sexual'])} | {cell(r['recall'])} | "
                         f"{cell(r['false_rejection_clean'])} | {cell(r['false_rejection_benign'])} | "
                         f"{cell(r['false_rejection'])} | {cell(r['unclean_rejected'])} |")
@@ -188,20 +214,56 @@ def throughput(chain: dict, reps: int = 1) -> dict:
             "old_scorers": sorted(old)}
 
 
-def sweep(chain: dict) -> None:
-    """Dev split: per stage and threshold on the max span score, recall and false rejections."""
+#: The grid ``--sweep`` searches on the dev half, and the rule that picked the defaults from it.
+SWEEP_GRID = {"nsfw_threshold": (0.9, 0.95, 0.97, 0.98, 0.99, 0.995),
+              "profanity_threshold": (0.95, 0.97, 0.98, 0.99, 0.995),
+              "profanity_max_flagged": (0, 1, 2, 3), "profanity_span_threshold": (0.5, 0.7, 0.8, 0.9)}
+SWEEP_RULE = "highest dev recall with dev false rejection <= 1% (half the 2% target); ties: lower false rejection"
+
+
+def dev_unit_scores() -> tuple[list[dict], dict[str, dict[str, np.ndarray]]]:
+    """Dev items and, per stage, the max unit score and per-unit scores with their document index."""
     items = safety_set.build("dev")
+    texts = [it["text"] for it in items]
+    out = {}
+    for name in ("nsfw", "profanity"):
+        st = new_stage(name, {})
+        st.ensure_setup()
+        spans, docs, _, cores = st.spans_of(texts, ["en"] * len(texts), with_cores=True)
+        out[name] = {"scores": st.unit_scores(spans, cores), "docs": docs}
+    return items, out
+
+
+def sweep(chain: dict) -> dict:
+    """Dev split: recall and false rejections over SWEEP_GRID; prints the best settings, returns the pick."""
+    import itertools
+
+    items, sc = dev_unit_scores()
+    n = len(items)
     kinds = np.array([it["kind"] for it in items])
     pos = (kinds == "toxic") | (kinds == "sexual")
     neg = (kinds == "clean") | (kinds == "benign")
-    for name in ("toxicity", "nsfw", "profanity"):
-        st = new_stage(name, {})
-        mx = st.aggregate([it["text"] for it in items], ["en"] * len(items))["max"]
-        print(f"{name}: threshold -> recall toxic / sexual / false rejection (dev)")
-        for t in (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995):
-            r = mx > t
-            print(f"  {t:<6} {r[kinds == 'toxic'].mean():.3f} {r[kinds == 'sexual'].mean():.3f} "
-                  f"{r[neg].mean():.3f} ({int(r[neg].sum())}/{int(neg.sum())})  any-pos {r[pos].mean():.3f}")
+
+    def doc_max(s, d):
+        mx = np.zeros(n)
+        np.maximum.at(mx, d, s)
+        return mx
+
+    nmax = doc_max(sc["nsfw"]["scores"], sc["nsfw"]["docs"])
+    pmax = doc_max(sc["profanity"]["scores"], sc["profanity"]["docs"])
+    rows = []
+    for nt, pt, pk, ps in itertools.product(*SWEEP_GRID.values()):
+        cnt = np.bincount(sc["profanity"]["docs"], weights=sc["profanity"]["scores"] > ps, minlength=n)
+        r = (nmax > nt) | (pmax > pt) | (cnt > pk)
+        rows.append({"nsfw_threshold": nt, "profanity_threshold": pt, "profanity_max_flagged": pk,
+                     "profanity_span_threshold": ps, "recall": round(float(r[pos].mean()), 4),
+                     "false_rejection": round(float(r[neg].mean()), 4), "false_rejected": int(r[neg].sum())})
+    ok = sorted((x for x in rows if x["false_rejection"] <= 0.01), key=lambda x: (-x["recall"], x["false_rejection"]))
+    print(f"dev split, {int(pos.sum())} inserted / {int(neg.sum())} clean+benign pages; rule: {SWEEP_RULE}")
+    for x in ok[:8]:
+        print("  " + json.dumps(x))
+    print("pick: " + json.dumps(ok[0]))
+    return ok[0]
 
 
 def main() -> None:
@@ -224,7 +286,7 @@ def main() -> None:
     print(f"throughput, {tp['docs']} English pages ({tp['chars']:,} chars), one process: "
           f"old whole-document scoring {tp['old_docs_per_s']} docs/s, new span-level {tp['new_docs_per_s']} docs/s "
           f"(by stage: {tp['new_docs_per_s_by_stage']})\n")
-    summary = {split: {"new": res[split]["new"], "old": res[split]["old"]} for split in res}
+    summary = {split: {k: res[split][k] for k in ("new", "prev", "old") if k in res[split]} for split in res}
     print(json.dumps({"safety": summary, "throughput": tp}))
 
 

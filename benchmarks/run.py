@@ -323,6 +323,31 @@ def main() -> None:
     print(render(result))
 
 
+def quality_sets(helpers: dict) -> list[str]:
+    """Safety test-set recall / false rejection and PII test-split P/R, new next to previous."""
+    out = []
+    saf = (helpers.get("safety") or {}).get("safety", {}).get("test")
+    if saf:
+        out += ["", "Safety test set, test half (benchmarks/bench_safety.py; targets: recall >= 0.90, false "
+                "rejection <= 0.02):", "", "| chain | recall | false rejection, clean + benign |", "|---|---:|---:|"]
+        for who, label in (("new", "new (span-level, this checkout)"), ("prev", "previous span-level (5898349)"),
+                           ("old", "old whole-document (e512905)")):
+            r = saf.get(who, {}).get("chain")
+            if r:
+                out.append(f"| {label} | {r['recall']['rate']:.3f} ({r['recall']['rejected']}/{r['recall']['n']}) | "
+                           f"{r['false_rejection']['rate']:.3f} ({r['false_rejection']['rejected']}/"
+                           f"{r['false_rejection']['n']}) |")
+    pii = (helpers.get("pii") or {}).get("pii", {}).get("test")
+    if pii:
+        out += ["", "PII spans, test split (benchmarks/bench_pii.py; previous = stages/pii.py at "
+                f"{helpers['pii'].get('old_commit', '')[:10]}):", "",
+                "| kind | precision | recall | previous precision | previous recall |", "|---|---:|---:|---:|---:|"]
+        for kind, v in pii.items():
+            out.append(f"| {kind} | {v['new']['precision']:.3f} | {v['new']['recall']:.3f} | "
+                       f"{v['old']['precision']:.3f} | {v['old']['recall']:.3f} |")
+    return out
+
+
 def render(result: dict) -> str:
     """The Markdown report of a result (also: ``run.py --render results/latest.json``)."""
     figs = result["figures"]
@@ -344,7 +369,8 @@ def render(result: dict) -> str:
              "- ratio = this figure's rate / the compared figure's rate, both from this run (vs a bound: the share "
              "of the bound's speed we keep; vs ours: the peer's speed relative to ours). Where the runs were taken "
              "side by side (A B A B, or the same round) it is the median of the per-run ratios.",
-             "", table(figs, flat), "", "Where phase 1's time goes (last run):", profile(figs)]
+             "", table(figs, flat), *quality_sets(result["helpers"]), "",
+             "Where phase 1's time goes (last run):", profile(figs)]
     if result["notes"]:
         lines += ["", "Notes:"] + [f"- {n}" for n in result["notes"]]
     return "\n".join(lines)

@@ -76,8 +76,24 @@ def train_quality(out: str | Path, positives: list[str] | None = None, negatives
     pos = [p for s in positives for p in data.read_source(s, chunk=chunk)]
     neg = [n for s in negatives for n in data.read_source(s, langs={"en"}, chunk=chunk)]
     return train_binary(pos, neg, out, "wiki", "cc", params={"dim": 16, "epoch": 10, "wordNgrams": 2},
-                        seed=seed, sources=positives + negatives,
+                        seed=seed, sources=positives + negatives, heldout_fn=lambda g: quality_heldout(g, seed),
+                        split_rule=QUALITY_SPLIT_RULE,
                         extra_meta={"recipe": "datapipe.classifiers.recipes.train_quality"})
+
+
+QUALITY_SPLIT_RULE = ("crawled pages (group = URL): data.page_split, the test half held out (the half the "
+                      "safety and PII test sets use); articles: xxh64(group, seed) % 100 < 20 held out")
+
+
+def quality_heldout(group: str, seed: int = 1) -> bool:
+    """The quality model's test side: a page of the test half of :func:`data.page_split` (so a
+    run on ``realpages`` scores its test-half pages with a model that never read them), or 20% of
+    the articles by hash."""
+    from datapipe.classifiers.train import is_heldout
+
+    if group.startswith(("http://", "https://")):
+        return data.page_split(group) == "test"
+    return is_heldout(group, 20, seed)
 
 
 def obfuscate(word: str, rng: random.Random) -> str:
@@ -150,7 +166,7 @@ NSFW_TITLE_LISTS = ("en", "fr", "de", "es", "it", "nl", "pt")
 
 
 def nsfw_examples(positives: list[str], negatives: list[str], seed: int = 1, neg_ratio: int = 10,
-                  max_sentences_per_doc: int = 400) -> tuple[list, list]:
+                  max_sentences_per_doc: int = 400, length_matched: bool = True) -> tuple[list, list]:
     """(nsfw, clean) ``(group, text)`` lists: see the module doc (``train_nsfw``)."""
     from datapipe.stages.lib import wordlists as wl
 
@@ -169,7 +185,20 @@ def nsfw_examples(positives: list[str], negatives: list[str], seed: int = 1, neg
     neg = [(g, c) for spec in negatives for g, text in data.read_source(spec, chunk=10**9)
            for s in data.sentences(text)[:max_sentences_per_doc] for c in _cut(s)]
     rng.shuffle(neg)
-    return pos, neg[: neg_ratio * len(pos)]
+    neg = neg[: neg_ratio * len(pos)]
+    if length_matched:
+        # Every other negative becomes a window of a title's length (drawn from the positives), so
+        # that length is no evidence: titles are short, page sentences long, and a model that learns
+        # that flags every short line ("After having one child" scored 0.999).
+        lengths = [len(t.split()) for _, t in pos]
+        for i in range(0, len(neg), 2):
+            g, t = neg[i]
+            w = t.split()
+            n = rng.choice(lengths)
+            if len(w) > n:
+                start = rng.randrange(len(w) - n + 1)
+                neg[i] = (g, " ".join(w[start:start + n]))
+    return pos, neg
 
 
 def read_jigsaw(path: str | Path | None = None) -> tuple[list[str], list[bool]]:

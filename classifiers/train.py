@@ -20,6 +20,7 @@ import hashlib
 import json
 import random
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -98,16 +99,21 @@ def _fit(train_file: str, out: str, seed: int, params: dict, quantize_cutoff: in
 def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: str | Path,
                  pos_label: str, neg_label: str, params: dict | None = None, seed: int = 1,
                  valid_pct: int = 20, preprocessing: str = "datapipe-v1", max_tokens: int = 1000,
-                 quantize_cutoff: int = 50000, sources: list[str] | None = None, extra_meta: dict | None = None) -> dict:
+                 quantize_cutoff: int = 50000, sources: list[str] | None = None, extra_meta: dict | None = None,
+                 heldout_fn: Callable[[str], bool] | None = None, split_rule: str | None = None) -> dict:
     """Train ``pos_label`` vs ``neg_label`` on ``(group, text)`` pairs; save model + sidecar; return the sidecar dict.
 
-    Held-out metrics (``metrics``) are measured on the quantised model that is saved. Raises
-    ValueError if either class has no training or no held-out example.
+    ``heldout_fn(group) -> bool`` decides which groups are held out (default: :func:`is_heldout` with
+    ``valid_pct``); ``split_rule`` describes it in the sidecar. Held-out metrics (``metrics``) are
+    measured on the quantised model that is saved. Raises ValueError if either class has no training
+    or no held-out example.
     """
     params = {**DEFAULT_PARAMS, **(params or {})}
     rows = [(g, t, pos_label) for g, t in pos] + [(g, t, neg_label) for g, t in neg]
-    train = [r for r in rows if not is_heldout(r[0], valid_pct, seed)]
-    held = [r for r in rows if is_heldout(r[0], valid_pct, seed)]
+    heldout_fn = heldout_fn or (lambda g: is_heldout(g, valid_pct, seed))
+    flags = [heldout_fn(r[0]) for r in rows]
+    train = [r for r, h in zip(rows, flags) if not h]
+    held = [r for r, h in zip(rows, flags) if h]
     for lab in (pos_label, neg_label):
         if not any(r[2] == lab for r in train) or not any(r[2] == lab for r in held):
             raise ValueError(f"label {lab!r} needs both training and held-out examples")
@@ -123,6 +129,7 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
     meta = {
         "labels": [pos_label, neg_label], "positive_label": pos_label, "preprocessing": preprocessing,
         "max_tokens": max_tokens, "params": params, "seed": seed, "thread": 1, "valid_pct": valid_pct,
+        "split_rule": split_rule or f"xxh64(group, seed) % 100 < {valid_pct} held out",
         "quantize_cutoff": quantize_cutoff, "n_train": len(train), "n_heldout": len(held),
         "n_train_pos": sum(r[2] == pos_label for r in train), "n_heldout_pos": sum(r[2] == pos_label for r in held),
         "sources": [{"spec": s, "sha256": sha256_file(s.split(":", 1)[-1] if not Path(s).is_file() else s)}

@@ -40,12 +40,13 @@ class Profanity(SpanScoreStage):
     ``profanity_flagged_char_frac``). Documents outside ``languages`` (or without text) get null
     signals and are kept.
 
-    Thresholds: reject when one sentence scores above ``threshold`` = 0.98, or when more than
-    ``max_flagged`` = 2 sentences score above ``span_threshold`` = 0.5 (the package's own
-    ``predict`` cut-off). Chosen with ``nsfw``'s on the development half of the safety set: the
-    highest recall keeping false rejections of clean and benign dev pages <= 2%
-    (``benchmarks/bench_safety.py --sweep``); single sentences at 0.9-0.98 are mostly clinical or
-    idiomatic ("penis and vagina", "lipstick on a pig"). Test-half figures: README.
+    Thresholds: reject when one sentence scores above ``threshold`` = 0.97, or when more than
+    ``max_flagged`` = 1 sentence scores above ``span_threshold`` = 0.8. Chosen with ``nsfw``'s on
+    the development half of the safety set: the highest recall keeping false rejections of clean
+    and benign dev pages <= 1% (``benchmarks/bench_safety.py --sweep``); single sentences at
+    0.9-0.97 are mostly clinical or idiomatic ("penis and vagina", "lipstick on a pig"), and the
+    package's own ``predict`` cut-off (0.5) flags about one clean sentence in 20. Test-half
+    figures: README.
     """
 
     name = "profanity"
@@ -53,8 +54,9 @@ class Profanity(SpanScoreStage):
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("profanity")
 
     class Config(SpanScoreConfig):
-        threshold: Probability | None = 0.98
-        max_flagged: NonNegInt | None = 2
+        threshold: Probability | None = 0.97
+        span_threshold: Probability = 0.8
+        max_flagged: NonNegInt | None = 1
 
     def setup(self) -> None:
         try:

@@ -263,7 +263,16 @@ def _units(piece: str, unsegmented: bool) -> int:
 
 
 def split_spans(text: str, lang: str | None = None, min_words: int = 4, max_words: int = 64) -> list[str]:
-    """The scoring units of one text: sentences, at most ``max_words`` words, at least ``min_words``.
+    """The scoring units of one text (see :func:`split_units`, which also gives each unit's sentence)."""
+    return [u for u, _ in split_units(text, lang, min_words, max_words)]
+
+
+def split_units(text: str, lang: str | None = None, min_words: int = 4,
+                max_words: int = 64) -> list[tuple[str, str | None]]:
+    """The scoring units of one text: sentences, at most ``max_words`` words, at least ``min_words``,
+    each as ``(unit, core)``: ``core`` is the one piece of at least ``min_words`` words in a unit
+    that short pieces were joined to (None when the unit is a single piece). The stages score a
+    unit as the higher of the unit and its core, so a joined "VIDEO 3:45" cannot hide a sentence.
 
     Lines are split at sentence ends (``words.py``: ``. ! ? …`` and their Devanagari, Arabic and
     Ethiopic forms before a space or the line end, ``。！？`` anywhere; not after a title such as
@@ -289,6 +298,8 @@ def split_spans(text: str, lang: str | None = None, min_words: int = 4, max_word
             pieces.append(line[start:].strip())
     merged: list[str] = []
     sizes: list[int] = []
+    cores: list[str | None] = []  # the piece of >= min_words in a joined unit (at most one)
+    parts: list[int] = []
     for piece in pieces:
         n = _units(piece, unseg)
         # Join only while the result fits one window: a window cut must never split a sentence
@@ -296,35 +307,40 @@ def split_spans(text: str, lang: str | None = None, min_words: int = 4, max_word
         if merged and (n < min_words or sizes[-1] < min_words) and sizes[-1] + n <= max_words:
             merged[-1] += " " + piece
             sizes[-1] += n
+            parts[-1] += 1
+            if n >= min_words:
+                cores[-1] = piece
         else:
             merged.append(piece)
             sizes.append(n)
-    out: list[str] = []
-    for piece in merged:
+            parts.append(1)
+            cores.append(piece if n >= min_words else None)
+    out: list[tuple[str, str | None]] = []
+    for piece, core, k in zip(merged, cores, parts):
         if unseg:
             lim = 2 * max_words
-            out += [piece[i:i + lim] for i in range(0, len(piece), lim)]
+            out += [(piece[i:i + lim], None) for i in range(0, len(piece), lim)]
         else:
             w = piece.split()
             if len(w) <= max_words:
-                out.append(piece)
+                out.append((piece, core if k > 1 else None))
             else:
-                out += [" ".join(w[i:i + max_words]) for i in range(0, len(w), max_words)]
+                out += [(" ".join(w[i:i + max_words]), None) for i in range(0, len(w), max_words)]
     return out
 
 
-_SPAN_CACHE: dict[tuple, list[str]] = {}
+_SPAN_CACHE: dict[tuple, list[tuple[str, str | None]]] = {}
 _SPAN_CACHE_SIZE = 1024
 
 
-def _cached_spans(text: str, lang: str | None, min_words: int, max_words: int) -> list[str]:
+def _cached_spans(text: str, lang: str | None, min_words: int, max_words: int) -> list[tuple[str, str | None]]:
     # The three span stages run one after the other on the same batch: segment each text once.
     key = (text, lang, min_words, max_words)
     hit = _SPAN_CACHE.get(key)
     if hit is None:
         if len(_SPAN_CACHE) >= _SPAN_CACHE_SIZE:
             _SPAN_CACHE.clear()
-        hit = _SPAN_CACHE[key] = split_spans(text, lang, min_words, max_words)
+        hit = _SPAN_CACHE[key] = split_units(text, lang, min_words, max_words)
     return hit
 
 
@@ -416,24 +432,38 @@ class SpanScoreStage(Stage):
     def score_spans(self, spans: list[str]) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def spans_of(self, texts: list[str | None], langs: list[str | None]):
-        """(spans, document index per span, characters per span) of the texts that are not None."""
+    def spans_of(self, texts: list[str | None], langs: list[str | None], with_cores: bool = False):
+        """(spans, document index per span, characters per span) of the texts that are not None;
+        with ``with_cores`` also each span's core sentence or None (:func:`split_units`)."""
         c = self.config
-        spans, docs = [], []
+        spans, docs, cores = [], [], []
         for i, (t, lg) in enumerate(zip(texts, langs)):
             if t:
-                ss = _cached_spans(t[: c.max_chars] if c.max_chars else t, lg, c.min_span_words, c.max_span_words)
-                spans += ss
-                docs += [i] * len(ss)
+                units = _cached_spans(t[: c.max_chars] if c.max_chars else t, lg, c.min_span_words, c.max_span_words)
+                spans += [u for u, _ in units]
+                cores += [k for _, k in units]
+                docs += [i] * len(units)
         chars = np.fromiter((len(x) for x in spans), dtype=np.float64, count=len(spans))
+        if with_cores:
+            return spans, np.asarray(docs, dtype=np.int64), chars, cores
         return spans, np.asarray(docs, dtype=np.int64), chars
+
+    def unit_scores(self, spans: list[str], cores: list[str | None]) -> np.ndarray:
+        """Score per unit: the higher of the unit and its core sentence (NaN -> 0)."""
+        with_core = [j for j, k in enumerate(cores) if k is not None]
+        scores = self.score_spans(spans + [cores[j] for j in with_core]) if spans else np.zeros(0)
+        scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0)
+        out = scores[: len(spans)].copy()
+        if with_core:
+            idx = np.asarray(with_core)
+            out[idx] = np.maximum(out[idx], scores[len(spans):])
+        return out
 
     def aggregate(self, texts: list[str | None], langs: list[str | None]) -> dict[str, np.ndarray]:
         """The per-document signals (numpy, NaN = null) of ``texts``; see :func:`span_aggregates`."""
         self.ensure_setup()
-        spans, docs, chars = self.spans_of(texts, langs)
-        scores = self.score_spans(spans) if spans else np.zeros(0)
-        scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=0.0)
+        spans, docs, chars, cores = self.spans_of(texts, langs, with_cores=True)
+        scores = self.unit_scores(spans, cores)
         doc_chars = np.bincount(docs, weights=chars, minlength=len(texts))
         agg = span_aggregates(scores, docs, chars, doc_chars, len(texts), self.config.span_threshold)
         none = np.array([not t for t in texts], dtype=bool)
@@ -508,9 +538,10 @@ class NSFW(FastTextSpanStage):
     Default model ``classifiers/models/nsfw_ut1_en.ftz``: titles of the URLs on the UT1 adult list
     against sentences of ordinary pages, clinical and identity words neutralised (read its
     MODEL_CARD.md). Dolma's ``jigsaw_fasttext_bigrams_nsfw_final.bin`` works with ``positive_label:
-    nsfw``. ``threshold`` 0.95: with ``profanity``'s defaults the highest recall on the development
-    half of the safety set that keeps false rejections of its clean and benign pages <= 2%
-    (``benchmarks/bench_safety.py --sweep``; test-half figures in the README).
+    nsfw``. ``threshold`` 0.99: with ``profanity``'s defaults the highest recall on the development
+    half of the safety set that keeps false rejections of its clean and benign pages <= 1% (half
+    the 2% target: the test half ran above dev before; ``benchmarks/bench_safety.py --sweep``;
+    test-half figures in the README).
     """
 
     name = "nsfw"
@@ -521,4 +552,4 @@ class NSFW(FastTextSpanStage):
     class Config(SpanScoreConfig):
         model_path: str | None = "nsfw_ut1_en.ftz"
         positive_label: str = "nsfw"
-        threshold: Probability | None = 0.95
+        threshold: Probability | None = 0.99

@@ -12,7 +12,7 @@ from datapipe.env import shared_data
 from datapipe.stage import registry
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.safety import (LDNOOBW, NSFW, URLBlocklist, Toxicity, ldnoobw_decision, score_decision,
-                                    span_aggregates, split_spans, url_decision)
+                                    span_aggregates, split_spans, split_units, url_decision)
 
 UT1 = shared_data() / "blocklists" / "ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
 
@@ -152,6 +152,24 @@ def test_split_spans_sentences_titles_windows():
     assert all(len(x.split()) <= 64 for x in split_spans(menu, "en"))
 
 
+def test_split_units_core_sentence_scored_alone():
+    # Regression: a short line after a sentence was joined to it and diluted it ("VIDEO3:45" after a
+    # porn-spam sentence took nsfw 0.997 -> 0.003 on the safety set's dev half).
+    text = "Nude selfies of real girlfriends leaked, see them all here.\nVIDEO 3:45\nThe council met today."
+    units = split_units(text, "en")
+    assert units == [("Nude selfies of real girlfriends leaked, see them all here. VIDEO 3:45",
+                      "Nude selfies of real girlfriends leaked, see them all here."),
+                     ("The council met today.", None)]
+    st = NSFW()
+    st.ensure_setup()
+    alone = float(st.score_spans(["Nude selfies of real girlfriends leaked, see them all here."])[0])
+    joined = float(st.score_spans([units[0][0]])[0])
+    agg = st.aggregate([text], ["en"])
+    # The unit scores as the higher of the joined text and its sentence; one unit, not two.
+    assert agg["max"][0] == pytest.approx(max(alone, joined)) and agg["spans"][0] == 2
+    assert alone > 0.99 > joined
+
+
 def test_split_spans_unspaced_language():
     zh = "这是第一句话，内容比较长一些。这是第二句话，内容也比较长。好！"
     spans = split_spans(zh, "zh")
@@ -283,8 +301,9 @@ def test_safety_set_test_split_figures():
 
     res = bench_safety.evaluate("test", bench_safety._manifest_chain())
     chain = res["new"]["chain"]
-    assert chain["recall"]["rate"] >= 0.89 and chain["recall_sexual"]["rate"] >= 0.93
-    assert chain["recall_toxic"]["rate"] >= 0.85
-    assert chain["false_rejection"]["rate"] <= 0.025 and chain["false_rejection_benign"]["rate"] == 0.0
+    # Issue 15's targets, measured once on the test half after the dev sweep: 0.933 (306/328), 0.018 (4/228).
+    assert chain["recall"]["rate"] >= 0.93 and chain["recall_sexual"]["rate"] >= 0.94
+    assert chain["recall_toxic"]["rate"] >= 0.92
+    assert chain["false_rejection"]["rate"] <= 0.02 and chain["false_rejection_benign"]["rate"] == 0.0
     # The whole-document stages it replaced caught almost nothing on the same pages.
-    assert res["old"]["chain"]["recall"]["rate"] <= 0.05
+    assert res["old"]["chain"]["recall"]["rate"] <= 0.10
