@@ -70,15 +70,24 @@ class StepRunner:
         self.ran: list[str] = []
         self.files: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = {}   # wall time of the steps run here (not resumed ones)
+        self.bytes: dict[str, dict[str, int]] = {}
+        self._last_bytes: dict[str, int] = {}
         self._seen: dict[str, int] = {}
 
     def _new_files(self) -> dict[str, int]:
-        """Files per work folder that changed in count since the last step (one listing)."""
+        """Files per work folder that changed in count since the last step (one listing); their
+        bytes go to ``self.bytes``."""
         w = self.ctx.work
         base = w.root.rstrip("/") + "/"
-        now = Counter(p[len(base):].split("/", 1)[0] for p in w.fs.find(w.root) if p.startswith(base)
-                      and "/" in p[len(base):] and ".tmp" not in p)
+        now, size = Counter(), Counter()
+        for p, info in w.fs.find(w.root, detail=True).items():
+            rel = p[len(base):] if p.startswith(base) else ""
+            if "/" in rel and ".tmp" not in rel:
+                top = rel.split("/", 1)[0]
+                now[top] += 1
+                size[top] += int(info.get("size") or 0)
         out = {k: v for k, v in sorted(now.items()) if k != "done" and self._seen.get(k) != v}
+        self._last_bytes = {k: size[k] for k in out}
         self._seen = dict(now)
         return out
 
@@ -98,6 +107,7 @@ class StepRunner:
         if marker:
             self.ctx.work.write_json(done, {"step": name, "tasks": n, "results": results, "files": files})
         self.files[name] = files
+        self.bytes[name] = self._last_bytes
         self.ran.append(name)
         for c in cleanup:
             self.ctx.work.rm(c)
@@ -149,6 +159,7 @@ def _plan(run: StepRunner, ctx: Ctx, nshards: int, own: list[int], progress=None
                      ngram_false_positive_bound=m * m / 2.0 ** 65)
     stats["files_per_step"] = run.files
     stats["seconds_per_step"] = run.seconds
+    stats["bytes_per_step"] = run.bytes
     return stats
 
 
