@@ -47,6 +47,30 @@ def _tokens(text: str) -> list[str]:
     return _TOKEN_RE.findall(text.lower().translate(_FOLD))
 
 
+_CHARS_PER_TOKEN = 16
+
+
+def _long_tokens(text: str, max_tokens: int) -> list[str]:
+    """At least the first ``max_tokens`` tokens of a long text, exactly as the whole text gives them.
+
+    A prefix is tokenised first. Tokens are matched left to right and none spans whitespace, and
+    lower-casing is per character except a final sigma, whose context also ends at whitespace; so
+    every token before the prefix's first whitespace after token ``max_tokens`` is a token of the
+    whole text. When the prefix holds no such point, the whole text is tokenised."""
+    cut = max_tokens * _CHARS_PER_TOKEN
+    if len(text) > cut:
+        low = text[:cut].lower().translate(_FOLD)
+        toks, end = [], 0
+        for m in _TOKEN_RE.finditer(low):
+            toks.append(m.group())
+            end = m.end()
+            if len(toks) == max_tokens:
+                break
+        if len(toks) == max_tokens and _WS_RE.search(low, end) is not None:
+            return toks
+    return _TOKEN_RE.findall(text.lower().translate(_FOLD))
+
+
 def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> str:
     """Text as fed to fastText: one line, never containing ``\\n`` (fastText's predict rejects it).
 
@@ -55,7 +79,7 @@ def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> 
     if kind == "newlines":
         return _WS_RE.sub(" ", text).strip()
     if kind in ("datapipe-v1", "datapipe-v1-words"):
-        toks = _tokens(text) if len(text) <= _MEMO_CHARS else _TOKEN_RE.findall(text.lower().translate(_FOLD))
+        toks = _tokens(text) if len(text) <= _MEMO_CHARS else _long_tokens(text, max_tokens)
         if kind == "datapipe-v1-words":
             toks = [t for t in toks if t[0].isalnum() or t[0] == "_"]
         return " ".join(toks[:max_tokens])

@@ -274,6 +274,26 @@ def _snapshot_if_changed(table: pa.Table, column: str) -> pa.Table:
     return with_column(table, column, pc.if_else(same, pa.nulls(table.num_rows, pa.string()), snap), pa.string())
 
 
+def stage_result(st: Stage, table: pa.Table, out: TaskOutputs, logged: set) -> pa.Table:
+    """``st`` on a batch of live rows, with its text snapshot (``Stage.edits``); a stage exception
+    errors every row with ``<stage>:exception:<Type>: <message>`` (logged once per stage per task)."""
+    snap = snapshot_column(st.name) if edits_text(st) else None
+    if snap:
+        table = with_column(table, snap, table.column("text"), pa.string())
+    try:
+        result = st(table)
+        if result.num_rows != table.num_rows:
+            raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {table.num_rows}")
+        return _snapshot_if_changed(result, snap) if snap else result
+    except Exception as e:  # noqa: BLE001 - a stage bug on a batch must not lose its rows
+        detail = " ".join(str(e).split())[:_DETAIL_CHARS]
+        reason = f"{st.name}:exception:{type(e).__name__}" + (f": {detail}" if detail else "")
+        if st.name not in logged:
+            logged.add(st.name)
+            log.exception("stage %s failed on a batch of %d rows of %s", st.name, table.num_rows, out.spec.input)
+        return with_column(table, ERROR, [reason] * table.num_rows, pa.string())
+
+
 def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, out: TaskOutputs,
                logged: set) -> pa.Table:
     """Run ``chain[start:]`` on one batch of live rows; return the rows that passed every stage.
@@ -287,23 +307,8 @@ def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, 
         if table.num_rows == 0:
             ledger.record(st.name, 0, 0)
             continue
-        snap = snapshot_column(st.name) if edits_text(st) else None
-        if snap:
-            table = with_column(table, snap, table.column("text"), pa.string())
         t0 = time.perf_counter()
-        try:
-            result = st(table)
-            if result.num_rows != table.num_rows:
-                raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {table.num_rows}")
-            if snap:
-                result = _snapshot_if_changed(result, snap)
-        except Exception as e:  # noqa: BLE001 - a stage bug on a batch must not lose its rows
-            detail = " ".join(str(e).split())[:_DETAIL_CHARS]
-            reason = f"{st.name}:exception:{type(e).__name__}" + (f": {detail}" if detail else "")
-            if st.name not in logged:
-                logged.add(st.name)
-                log.exception("stage %s failed on a batch of %d rows of %s", st.name, table.num_rows, out.spec.input)
-            result = with_column(table, ERROR, [reason] * table.num_rows, pa.string())
+        result = stage_result(st, table, out, logged)
         table = split_rows(result, st.name, ledger, out, time.perf_counter() - t0)
         if i >= drop_payload_after and "payload" in table.column_names:
             table = table.drop_columns(["payload"])
@@ -379,7 +384,7 @@ def run_file_task(spec: TaskSpec) -> dict:
 
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
-            "prefix": spec.prefix, "stage_names": [st.name for st in chain], "files": files,
+            "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages, "files": files,
             "ledger": ledger.to_dict(), **extra}
 
 

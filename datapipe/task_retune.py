@@ -27,22 +27,23 @@ from datapipe.io.parquet import fs_and_path
 from datapipe.ledger import Ledger, StageCounts
 from datapipe.schema import conform, snapshot_column
 from datapipe.stage import Stage
+from datapipe.task_reuse import reusable, run_stages_reusing, unchanged_stages
 from datapipe.task import (TaskOutputs, TaskSpec, _report_progress, canonical_order, marker_url,
                            remove_file, run_stages, task_record)
 
 log = logging.getLogger("datapipe")
+_POS = "__old_position"
 _DECISIONS = ("reject_reason", "reject_stage", "error_reason", "error_stage", "duplicate_of")
 
 
-def _read(out: TaskOutputs, kind: str, present: bool, editors: list[str]) -> pa.Table | None:
-    """The stored shard of ``kind`` with its text as stage ``start`` saw it, conformed to the new
-    schema; None if it should exist and does not."""
+def _read(out: TaskOutputs, kind: str, present: bool) -> pa.Table | None:
+    """The stored shard of ``kind`` conformed to the new schema; None if it should exist and does not."""
     if not present:
         return out.schema.empty_table()
     fs, path = fs_and_path(out.url(kind), out.spec.storage_options)
     if not fs.exists(path):
         return None
-    return conform(_restore_text(pq.read_table(path, filesystem=fs), editors), out.schema)
+    return conform(pq.read_table(path, filesystem=fs), out.schema)
 
 
 def _clear(t: pa.Table, stages: list[Stage]) -> pa.Table:
@@ -102,7 +103,7 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
 
     reg = registry()
     editors = [n for n in old_names[start:] if n in reg and "text" in getattr(reg[n], "edits", ())]
-    stored = {k: _read(out, k, files.get(k, False), editors) for k in ("kept", "rejected", "errors")}
+    stored = {k: _read(out, k, files.get(k, False)) for k in ("kept", "rejected", "errors")}
     kept, rej, err = stored["kept"], stored["rejected"], stored["errors"]
     if kept is None or rej is None or err is None:
         return None
@@ -121,8 +122,18 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     # Rows decided before ``start`` never reached the editors being undone: their text is as stored.
     out.write("rejected", rej.filter(pa.array(rej_pos < start)))
     out.write("errors", err.filter(pa.array(err_pos < start)))
-    live = canonical_order(_clear(pa.concat_tables(
-        [kept, rej.filter(pa.array(rej_pos >= start)), err.filter(pa.array(err_pos >= start))]), chain[start:]))
+    # The rows that reached ``start``, as stored (``old``) and as they enter it again (``live``).
+    n_old = len(old_names)
+    parts = [kept.append_column(_POS, pa.array(np.full(kept.num_rows, n_old, np.int64))),
+             rej.filter(pa.array(rej_pos >= start)).append_column(_POS, pa.array(rej_pos[rej_pos >= start])),
+             err.filter(pa.array(err_pos >= start)).append_column(_POS, pa.array(err_pos[err_pos >= start]))]
+    old_rows = canonical_order(pa.concat_tables(parts))
+    old_pos = old_rows.column(_POS).to_numpy()
+    old_rows = old_rows.drop_columns([_POS])
+    live = _clear(_restore_text(old_rows, editors), chain[start:])
+    unchanged = unchanged_stages(done, spec.stages)
+    if unchanged is not None and not reusable(err, err_pos, start):
+        unchanged = None
 
     old = Ledger.from_dict(done["ledger"])
     ledger = Ledger()
@@ -134,8 +145,13 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     batches = np.array([rank[d] // spec.batch_size for d in live.column("id").to_pylist()], np.int64)
     logged: set = set()
     for b in np.unique(batches):
-        part = live.filter(pa.array(batches == b))
-        out.write("kept", run_stages(part, chain, start, ledger, out, logged))
+        sel = pa.array(batches == b)
+        part = live.filter(sel)
+        if unchanged is None:
+            out.write("kept", run_stages(part, chain, start, ledger, out, logged))
+        else:
+            out.write("kept", run_stages_reusing(part, old_rows.filter(sel), old_pos[batches == b], chain,
+                                                 start, unchanged, ledger, out, logged))
     if live.num_rows == 0:
         for st in chain[start:]:
             ledger.record(st.name, 0, 0)

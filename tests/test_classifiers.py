@@ -168,3 +168,24 @@ def test_ut1_titles_and_page_split():
 
 def test_preprocess_words_drops_punctuation():
     assert preprocess("Hello, f*ck! you.. 2019", "datapipe-v1-words") == "hello f*ck you 0000"
+
+
+@pytest.mark.parametrize("chars_per_token", [1, 2, 3, 16])
+def test_long_text_preprocessing_equals_the_whole_texts_tokens(monkeypatch, chars_per_token):
+    # preprocess tokenises a prefix of a long text; the first max_tokens tokens must be those of the
+    # whole text whatever sits at the cut (a token over '.', a final sigma, a fold that grows "…").
+    import random
+
+    from datapipe.classifiers import model as M
+
+    monkeypatch.setattr(M, "_CHARS_PER_TOKEN", chars_per_token)  # small: the cut falls inside tokens
+    pieces = ["word", "a.b", "e-mail", "x", "ΣΟΦΟΣ", "Σ.", "…", "“q”", "123", "İstanbul", "@", "!!", ".", "'", "-"]
+    rng = random.Random(7)
+    for trial in range(400):
+        n_tok = rng.choice([1, 2, 5, 20])
+        parts = [rng.choice(pieces) + rng.choice(["", "", " ", "\n", "  "]) for _ in range(rng.randint(1, 300))]
+        text = "".join(parts)
+        want = M._TOKEN_RE.findall(text.lower().translate(M._FOLD))[:n_tok]
+        assert M._long_tokens(text, n_tok)[:n_tok] == want, (trial, text[: n_tok * 16 + 20])
+        assert M.preprocess(text * 3, "datapipe-v1", n_tok).split() == \
+            M._TOKEN_RE.findall((text * 3).lower().translate(M._FOLD))[:n_tok]
