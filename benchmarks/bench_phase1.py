@@ -13,7 +13,11 @@ compared with each other are run in turn, A B A B, so they see the same load):
   * every other registered stage (rule families, PII, signatures, safety) alone on the same
     English texts; writes those texts to ``work/texts.jsonl`` for the datatrove peer;
 ``phase1``: the whole phase 1, ``run_file_task`` on the file, with the chain matched to datatrove's
-FineWeb pipeline or our full chain (run.py alternates these runs with datatrove's).
+FineWeb pipeline or the main manifest's chain (run.py alternates these runs with datatrove's).
+``ratio`` (pin it: taskset -c 0): the main manifest's chain through ``run_file_task`` vs the bound
+(FastWARC + resiliparse extraction), CPU seconds of this process plus the sandbox child, taken in
+turn, on realpages-1171 and a synthetic CC-sized file (``--cc-records``, default 40,000 records);
+prints the ratio per repetition, its median and min-max.
 ``dask``: the full chain through a ``LocalCluster`` on the 4-file split, with 1 worker (this
 process and its children pinned to core 0) and 2 workers (cores 0-1); the cluster is started once
 and warmed by untimed runs of one file per worker, so the figure is throughput, and its start-up time is reported aside.
@@ -26,6 +30,8 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -41,7 +47,14 @@ MATCHED_CHAIN = [  # datatrove's FineWeb-style filters, same thresholds
     {"c4": {"filter_no_terminal_punct": False, "filter_bad_words": False}},
     {"fineweb": {}},
 ]
-FULL_CHAIN = MATCHED_CHAIN[:4] + [{"c4": {}}, {"fineweb": {}}, {"pii": {}}, {"dedup_signatures": {}}]
+MANIFEST = Path(__file__).resolve().parent.parent / "manifests" / "cc-2026.yaml"
+
+
+def main_chain() -> list[dict]:
+    """The main manifest's phase-1 chain as run (``effective_stages``: its stages + dedup_signatures)."""
+    from datapipe.manifest import load_manifest
+
+    return load_manifest(MANIFEST, {"inputs.paths": ["x.warc.gz"], "inputs.crawl": None}).effective_stages()
 
 
 def _chain_stages(chain):
@@ -205,7 +218,7 @@ def part_phase1(reps: int, chain_name: str) -> dict:
     """The whole phase 1 on the file, in this process; warmed up on one quarter of it."""
     meta = build()
     path = meta["single"]["path"]
-    chain, missing = _chain_stages(MATCHED_CHAIN if chain_name == "matched" else FULL_CHAIN)
+    chain, missing = _chain_stages(MATCHED_CHAIN if chain_name == "matched" else main_chain())
     phase1_once(meta["shards"][0]["path"], chain)  # models, word lists, sandbox child
     recs = []
     secs = repeat(lambda: recs.append(phase1_once(path, chain)), reps, warmup=0)
@@ -229,7 +242,7 @@ def part_dask(reps: int) -> dict:
     meta = build()
     files = [f["path"] for f in meta["shards"]]
     records = sum(f["records"] for f in meta["shards"])
-    chain, _ = _chain_stages(FULL_CHAIN)
+    chain, _ = _chain_stages(main_chain())
     res: dict = {"input": {"files": len(files), "records": records}, "figures": {}}
     all_cpus = os.sched_getaffinity(0)
     for workers, cpus in ((1, {min(all_cpus)}), (2, all_cpus)):
@@ -261,9 +274,95 @@ def part_dask(reps: int) -> dict:
     return res
 
 
+# ---------------------------------------------------------------- ratio to the bound, CPU seconds
+
+def bound_once(path: str) -> int:
+    """The bound: FastWARC read + HTTP parse, resiliparse charset detection, decoding and
+    ``extract_plain_text(main_content=True)`` of every HTML response, nothing else."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    n = 0
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh, record_types=WarcRecordType.response, parse_http=True):
+            body = rec.reader.read()
+            extract_plain_text(bytes_to_str(body, detect_encoding(body)), main_content=True)
+            n += 1
+    return n
+
+
+def _child_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live child process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        f = fh.read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def part_ratio(reps: int, inputs: list[str]) -> dict:
+    """Per input: the main chain through ``run_file_task`` vs the bound, CPU seconds, A B A B.
+
+    Ours = this process + the extraction sandbox child (read from /proc before and after each run;
+    a run in which the child restarted is reported, its lost child time would flatter us). The
+    ratio per repetition is bound CPU / ours CPU: the share of the bound's per-core speed kept.
+    """
+    import statistics
+
+    from datapipe.task import build_chain
+
+    chain = main_chain()
+    res: dict = {"chain": [next(iter(c)) for c in chain], "inputs": {}}
+    extract = next(st for st in build_chain(chain) if st.name == "extract")
+    for path in inputs:
+        phase1_once(path, chain)  # warm: models, word lists, sandbox child
+        bound_once(path)
+        cpu: dict[str, list[float]] = {"bound": [], "ours": []}
+        notes = []
+        for _ in range(reps):
+            t0 = time.process_time()
+            n = bound_once(path)
+            cpu["bound"].append(time.process_time() - t0)
+            proc = getattr(getattr(extract, "_sandbox", None), "proc", None)
+            c0 = _child_cpu(proc.pid) if proc else 0.0
+            t0 = time.process_time()
+            rec = phase1_once(path, chain)
+            main_s = time.process_time() - t0
+            proc2 = getattr(getattr(extract, "_sandbox", None), "proc", None)
+            if proc and proc2 and proc2.pid == proc.pid:
+                child_s = _child_cpu(proc.pid) - c0
+            else:
+                child_s, _ = 0.0, notes.append("sandbox child restarted during a run: its CPU time is missing")
+            cpu["ours"].append(main_s + child_s)
+        ratios = [b / o for b, o in zip(cpu["bound"], cpu["ours"])]
+        stages = rec["ledger"]["stages"]
+        res["inputs"][Path(path).name] = {
+            "records": stages["read"]["in"], "documents": n, "kept": stages[list(stages)[-1]]["kept"],
+            "cpu_seconds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
+            "ratio_runs": [round(r, 3) for r in ratios], "ratio": round(statistics.median(ratios), 3),
+            "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
+            "stage_seconds": {k: round(v.get("seconds", 0.0), 3) for k, v in stages.items()}, "notes": notes}
+    return res
+
+
+def cc_sized(records: int) -> str:
+    """A synthetic Common-Crawl-sized file: ``records`` records cycled from the real pages, each a gzip
+    member with a distinct WARC-Record-ID (built once under benchmarks/work/)."""
+    import bench_scaling
+
+    from make_input import source_path
+
+    dest = WORK / f"cc-sized-{records}"
+    out = dest / "rp-000.warc.gz"
+    if not out.exists():
+        bench_scaling.build_inputs(source_path(), 1, records, dest, 1)
+    return str(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["stages", "phase1", "dask"], required=True)
+    ap.add_argument("--part", choices=["stages", "phase1", "dask", "ratio"], required=True)
+    ap.add_argument("--cc-records", type=int, default=40_000,
+                    help="for --part ratio: records of the synthetic CC-sized file (0 = realpages only)")
     ap.add_argument("--chain", choices=["matched", "full"], default="full", help="for --part phase1")
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
@@ -272,6 +371,9 @@ def main() -> None:
         res = part_stages(a.reps)
     elif a.part == "phase1":
         res = part_phase1(a.reps, a.chain)
+    elif a.part == "ratio":
+        inputs = [build()["single"]["path"]] + ([cc_sized(a.cc_records)] if a.cc_records else [])
+        res = part_ratio(a.reps, inputs)
     else:
         res = part_dask(a.reps)
     json.dump(res, sys.stdout)
