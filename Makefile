@@ -10,13 +10,14 @@ export DATAPIPE_SHARED_CASES ?= $(SHARED)/cases
 DATAPIPE_SAMPLE_DIR ?= $(DATAPIPE_SHARED_DATA)/warc
 LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 
-.PHONY: all install models run test test-deps test-slow bench bench-scale clean help
+.PHONY: all install models run test test-deps test-slow bench bench-scale clean help bench-ablate
 
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
 	@echo "make test   - the test suite (about 15 min on 2 cores)"
 	@echo "make test-slow - long scale/fault tests (marked slow)"
 	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
+	@echo "make bench-ablate - the shipped CPU mixture ablation: seed-to-seed Spearman, noise floor, time"
 	@echo "make bench-scale - dedup at scale on a synthetic corpus (SCALE_DOCS=200000) -> benchmarks/results/dedup_scale.json"
 
 # The venv is (re)built when pyproject.toml changes. Wheels only, pinned versions.
@@ -89,6 +90,12 @@ SCALE_DOCS ?= 200000
 bench-scale: install
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/bench_dedup_scale.py --docs $(SCALE_DOCS) --out benchmarks/results/dedup_scale.json
+
+# The shipped CPU ablation (manifests/ablation.yaml over runs/sample, made by `make run` when missing):
+# prints the seed-to-seed Spearman of the ranking and the noise floor; README "Mixture ablations".
+bench-ablate: install
+	test -f runs/sample/tokens/index.json || $(MAKE) run
+	$(BIN)/python benchmarks/bench_ablate_cpu.py
 
 clean:
 	rm -rf runs build *.egg-info .pytest_cache

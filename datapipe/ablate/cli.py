@@ -29,6 +29,11 @@ def add_cli(sub) -> None:
                    help="local Dask workers, 1 = in-process without Dask (the manifest's cluster.workers:, default 1)")
     p.add_argument("--gpu-resources", action="store_true",
                    help="each proxy task needs the worker resource GPU=1 (the manifest's cluster.gpu_resources:)")
+    p.add_argument("--seeds", type=int, nargs="+", metavar="S",
+                   help="proxy training seeds, each mixture trained once per seed; two or more measure the noise "
+                        "floor (the manifest's seeds:, default 0 1)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars on stderr, one line per finished proxy run instead")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of the ranking")
     p.set_defaults(func=cmd_ablate)
 
@@ -37,7 +42,7 @@ def _overrides(args) -> dict:
     o = {}
     for flag, key in (("run", "run"), ("output", "output"), ("budget_tokens", "budget_tokens"),
                       ("device", "device"), ("threads", "threads"), ("scheduler", "cluster.scheduler"),
-                      ("workers", "cluster.workers")):
+                      ("workers", "cluster.workers"), ("seeds", "seeds")):
         if getattr(args, flag) is not None:
             o[key] = getattr(args, flag)
     if args.trainer_cmd:
@@ -56,7 +61,7 @@ def cmd_ablate(args) -> int:
         m = load_ablation_manifest(args.manifest, _overrides(args))
         from datapipe.ablate.runner import run_ablation
 
-        res = run_ablation(m, log=lambda s: print(s, file=sys.stderr, flush=True))
+        res = run_ablation(m, log=lambda s: print(s, file=sys.stderr, flush=True), progress=not args.no_progress)
     except (ManifestError, RunNotReady, ValueError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -65,8 +70,9 @@ def cmd_ablate(args) -> int:
         print(json.dumps({k: v for k, v in res.items() if k != "mixtures"} | {"mixtures": len(res["mixtures"])},
                          indent=2, default=str))
     else:
-        print(f"{len(res['mixtures'])} mixtures: {res['trained']} trained, {res['skipped']} skipped, "
-              f"{len(res['failed'])} failed -> {res['output']}")
+        print(f"{len(res['mixtures'])} distinct mixtures ranked ({len(res['duplicates'])} with duplicates merged); "
+              f"proxy runs: {res['trained']} trained, {res['skipped']} resumed; {len(res['failed'])} mixtures "
+              f"failed -> {res['output']} ({res['seconds']:.0f} s)")
         if a:
             print(a["ranking_md"])
             print(a["mix_block"])

@@ -135,21 +135,21 @@ def _with_copy(t: pa.Table, copy: np.ndarray) -> pa.Table:
                      "num_tokens": t.column("num_tokens"), "input_ids": t.column("input_ids")})
 
 
-def materialize(pool: Pool, weights: dict[str, float], budget: int, max_epochs: float, seed: int,
-                folder: Path) -> dict:
-    """Write the training set of one mixture to ``folder`` (shard + ``index.json``); return the index.
+def plan_selection(pool: Pool, weights: dict[str, float], budget: int, max_epochs: float, seed: int) -> dict:
+    """Which documents one mixture's training set takes, without writing it.
 
     Tokens per domain come from the main planner (``plan_mixture`` with ``total_tokens=budget``,
     ``max_epochs`` and ``fill_budget``: a capped domain's shortfall goes to the others). A domain
     needing ``r`` epochs is taken ``floor(r)`` times whole plus a prefix of a permutation seeded
     by (seed, domain) -- the same for every mixture, so mixtures differ in amounts, not in which
-    documents (less noise between proxy runs). Rows are shuffled with ``seed``. The index adds
-    ``mixture`` (target, achieved shares, epochs, plan reasons) and ``budget_tokens``.
+    documents (less noise between proxy runs). Returns ``{"rows": {domain: (whole, prefix)}``
+    (``prefix``: int64 row indices), ``"tokens": {domain: int}``, ``"plan"``, ``"signature"``}``:
+    two mixtures with the same signature have the same training set (an effective duplicate).
     """
     active = {d: w for d, w in weights.items() if w > 0}
     plan = plan_mixture(pool.available(), MixConfig(weights=active, total_tokens=budget,
                                                    max_epochs=max_epochs, fill_budget=True))
-    parts = []
+    rows, tokens = {}, {}
     for i, d in enumerate(sorted(pool.train)):
         p, t = plan["domains"].get(d), pool.train[d]
         want = p["planned_tokens"] if p else 0.0
@@ -161,6 +161,22 @@ def materialize(pool: Pool, weights: dict[str, float], budget: int, max_epochs: 
         perm = np.random.default_rng([seed, i, 0xD0]).permutation(t.num_rows)
         starts = np.cumsum(ntok[perm]) - ntok[perm]
         prefix = perm[: int(np.searchsorted(starts, rest, side="left"))]  # docs starting before `rest`
+        rows[d] = (whole, prefix)
+        tokens[d] = int(whole * ntok.sum() + ntok[prefix].sum())
+    sig = tuple(sorted((d, w, len(pre)) for d, (w, pre) in rows.items()))  # prefixes of one permutation
+    return {"rows": rows, "tokens": tokens, "plan": plan, "signature": repr(sig)}
+
+
+def materialize(pool: Pool, weights: dict[str, float], budget: int, max_epochs: float, seed: int,
+                folder: Path, selection: dict | None = None) -> dict:
+    """Write the training set of one mixture (``plan_selection``) to ``folder`` (shard +
+    ``index.json``); return the index. Rows are shuffled with ``seed``. The index adds ``mixture``
+    (target, achieved shares, epochs, plan reasons) and ``budget_tokens``. Raises ValueError when
+    the mixture selects no tokens."""
+    sel = selection or plan_selection(pool, weights, budget, max_epochs, seed)
+    parts = []
+    for d, (whole, prefix) in sorted(sel["rows"].items()):
+        t = pool.train[d]
         rows = np.concatenate([np.tile(np.arange(t.num_rows), whole), prefix])
         copy = np.concatenate([np.repeat(np.arange(whole), t.num_rows), np.full(len(prefix), whole)])
         parts.append(_with_copy(t.take(pa.array(rows, pa.int64())), copy))
@@ -168,15 +184,19 @@ def materialize(pool: Pool, weights: dict[str, float], budget: int, max_epochs: 
         raise ValueError(f"mixture {weights} selects no training tokens")
     table = pa.concat_tables(parts)
     table = table.take(pa.array(np.random.default_rng([seed, 0x5F]).permutation(table.num_rows), pa.int64()))
-    ach = {}
-    for d, n in zip(table.column("domain").to_pylist(), table.column("num_tokens").to_numpy()):
-        ach[d] = ach.get(d, 0) + int(n)
+    mix = mixture_summary(pool, weights, sel)
+    return _write_token_set(folder, table, pool.dtype, pool.index, {"mixture": mix, "budget_tokens": budget})
+
+
+def mixture_summary(pool: Pool, weights: dict[str, float], sel: dict) -> dict:
+    """``{"target", "achieved" (token shares), "epochs", "reasons"}`` of a ``plan_selection``."""
+    ach = sel["tokens"]
     total = sum(ach.values())
     avail = pool.available()
-    mix = {"target": weights, "achieved": {d: ach.get(d, 0) / total for d in weights},
-           "epochs": {d: (ach.get(d, 0) / avail[d] if avail.get(d) else 0.0) for d in weights},
-           "reasons": {d: p["reason"] for d, p in plan["domains"].items() if p.get("reason") and weights.get(d)}}
-    return _write_token_set(folder, table, pool.dtype, pool.index, {"mixture": mix, "budget_tokens": budget})
+    return {"target": weights, "achieved": {d: (ach.get(d, 0) / total if total else 0.0) for d in weights},
+            "epochs": {d: (ach.get(d, 0) / avail[d] if avail.get(d) else 0.0) for d in weights},
+            "reasons": {d: p["reason"] for d, p in sel["plan"]["domains"].items()
+                        if p.get("reason") and weights.get(d)}}
 
 
 def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
@@ -185,13 +205,22 @@ def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
 
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
-    files = sorted({f for p in paths for f in (glob.glob(p) or [p])})
+    import gzip
+    import os
+
+    from datapipe.env import shared_data
+
+    shared = str(shared_data())  # $DATAPIPE_SHARED_DATA, defaulting like the rest of datapipe
+    expanded = [os.path.expandvars(p.replace("${DATAPIPE_SHARED_DATA}", shared)
+                                   .replace("$DATAPIPE_SHARED_DATA", shared)) for p in paths]
+    files = sorted({f for p in expanded for f in (glob.glob(p) or [p])})
     texts = []
     for f in files:
         if not Path(f).is_file():
             raise FileNotFoundError(f"heldout.extra file not found: {f}")
-        body = Path(f).read_text(encoding="utf-8")
-        texts += [ln for ln in body.splitlines() if ln.strip()] if per_line else [body]
+        raw = Path(f).read_bytes()
+        body = (gzip.decompress(raw) if f.endswith(".gz") else raw).decode("utf-8")
+        texts += [ln for ln in body.splitlines() if ln.strip()] if per_line else [body] * bool(body.strip())
     tok = load_tokenizer(TokenizeConfig(**index["config"]["tokenize"]))
     ids, lengths = tok.encode_docs(texts)
     names = [f"extra-{i}" for i in range(len(texts))]

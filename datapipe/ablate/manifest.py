@@ -76,8 +76,9 @@ class Mixtures(_Strict):
 
 
 class ExtraEval(_Strict):
-    """An extra held-out set: UTF-8 text files (globs), one document per file, or per line with
-    ``per_line``; tokenized with the run's own tokenizer."""
+    """An extra held-out set: UTF-8 text files (globs; ``.gz`` read through gzip; ``$VAR`` and
+    ``${VAR}`` expanded, e.g. ``$DATAPIPE_SHARED_DATA``), one document per file, or per line with
+    ``per_line``; tokenized with the run's own tokenizer. An empty set is an error."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     paths: list[str]
@@ -91,6 +92,9 @@ class Heldout(_Strict):
     fraction: float = Field(0.05, gt=0, lt=1)
     max_tokens: int = Field(200_000, ge=1)
     extra: list[ExtraEval] = []
+    #: A held-out set with fewer tokens is refused before any training (its loss would be noise or
+    #: ``nan``). 0 or less: at least one full proxy window (``proxy.seq_len + 1`` tokens).
+    min_tokens: int = 2_000
 
 
 class Proxy(_Strict):
@@ -149,6 +153,12 @@ class Analysis(_Strict):
     samples: int = Field(100_000, ge=1)
     top_k: int = Field(100, ge=1)
     min_loo_spearman: float = Field(0.5, ge=-1, le=1)
+    #: Share of the mixtures set aside (chosen by a hash of their id, not their order) and never
+    #: used to fit the regression: its out-of-sample check. 0 = leave-one-out only.
+    holdout_mixtures: float = Field(0.25, ge=0, lt=1)
+    #: A difference counts only when it exceeds ``noise_z`` standard errors of a difference of two
+    #: seed means (the noise floor measured across ``seeds``); 2 ~ a two-sided 95% test.
+    noise_z: float = Field(2.0, gt=0)
 
     @field_validator("objective")
     @classmethod
@@ -173,7 +183,11 @@ class AblationManifest(_Strict):
     run: str                              # finished run directory (phase 3 done)
     tokens: str = "tokens"                # token folder under ``run`` (holds index.json)
     output: str | None = None             # default: RUN/ablation/NAME
-    seed: int = 0
+    seed: int = 0                         # data seed: candidates, held-out split, training sets
+    #: Proxy training seeds (initialisation and batch order): every mixture is trained once per
+    #: seed on the same training set; two or more measure the noise floor and the seed-to-seed
+    #: Spearman of the ranking, without which no recommendation is made.
+    seeds: list[int] = Field([0, 1], min_length=1)
     domains: list[str] | None = None      # default: every domain of the run
     mixtures: Mixtures
     budget_tokens: int = Field(ge=1)      # training tokens per proxy run
@@ -187,12 +201,20 @@ class AblationManifest(_Strict):
     cluster: ClusterCfg = ClusterCfg()
     source_file: str | None = None
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_unique(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds repeat a value: {v}")
+        return v
+
     def out_dir(self) -> str:
         return self.output or f"{self.run.rstrip('/')}/ablation/{self.name}"
 
     def train_fingerprint(self) -> str:
         """sha256 of what decides a proxy run's result besides its mixture (used for resume)."""
         keep = {"run": os.path.abspath(self.run), "tokens": self.tokens, "seed": self.seed,
+                "domains": sorted(self.domains) if self.domains else None,
                 "budget_tokens": self.budget_tokens, "max_epochs": self.max_epochs,
                 "heldout": self.heldout.model_dump(), "proxy": self.proxy.model_dump(),
                 "trainer": self.trainer.model_dump()}

@@ -80,18 +80,22 @@ def evaluate(model, eval_dir: Path, names: list[str], seq_len: int, batch_size: 
 
 
 def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], proxy, budget_tokens: int,
-                  seed: int, device: str = "auto", threads: int = 1, vocab_map: str | None = None) -> dict:
+                  seed: int, device: str = "auto", threads: int = 1, vocab_map: str | None = None,
+                  progress=None) -> dict:
     """Train a fresh ``ProxyLM`` for ``ceil(budget_tokens / (batch_size * seq_len))`` steps of
     AdamW (betas 0.9/0.95, warm-up + cosine) over ``train_index`` (epochs repeat if it is
     shorter), bf16 autocast on CUDA, then ``evaluate``. ``proxy``: the manifest's Proxy section;
-    ``vocab_map``: path of an int64 ``.npy`` id lookup (``data.vocab_map``) when it sets vocab_size."""
+    ``vocab_map``: path of an int64 ``.npy`` id lookup (``data.vocab_map``) when it sets vocab_size;
+    ``progress``: optional ``f(step, steps, loss)`` called after each optimizer step (``loss`` a
+    float only every 25 steps and at the end, else None: reading it syncs the GPU).
+    Raises TrainerError when training diverges or a held-out loss is not finite (names the set)."""
     import torch
     import torch.nn.functional as F
 
     from datapipe.ablate.model import ProxyLM, num_parameters
     from datapipe.loader import TokenShardDataset
 
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     device = resolve_device(device)
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -128,6 +132,8 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
             if step >= steps - tail:
                 losses.append(loss.detach())
             step += 1
+            if progress is not None:
+                progress(step, steps, float(loss.detach()) if step % 25 == 0 or step == steps else None)
             if step >= steps:
                 break
     train_loss = float(torch.stack(losses).mean()) if losses else float("nan")
@@ -135,11 +141,15 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
         raise TrainerError(f"proxy training diverged (loss {train_loss}); lower proxy.lr")
     t_train = time.time() - t0
     ev = evaluate(model, Path(eval_dir), eval_names, proxy.seq_len, proxy.batch_size, proxy.eval_tokens, device, vmap)
+    for name, v in ev.items():
+        if not math.isfinite(v["loss"]):
+            raise TrainerError(f"held-out set {name!r}: loss {v['loss']} over {v['tokens']} tokens is not finite")
     if cuda:
         torch.cuda.synchronize()
     return {"eval": ev, "steps": steps, "tokens_trained": steps * proxy.batch_size * proxy.seq_len,
             "params": num_parameters(model), "device": device, "train_loss": train_loss,
-            "train_s": round(t_train, 3), "wall_s": round(time.time() - t0, 3)}
+            "train_s": round(t_train, 3), "wall_s": round(time.time() - t0, 3),
+            "cpu_s": round(time.process_time() - c0, 3)}  # this process's CPU time, all its threads
 
 
 def train_command(template: str, fields: dict, out_dir: Path, eval_names: list[str], timeout_s: float | None) -> dict:

@@ -1,0 +1,172 @@
+"""The ablation's decision and its written outputs (ranking.md, recommended_mix.yaml, report.html,
+summary.json).
+
+Decision rule (``decide``), in order:
+
+1. one seed: no noise floor, so **no recommendation** (the ranking is still written);
+2. the spread of the seed-mean objective over all mixtures is within the noise margin
+   (``noise.margin``): the mixtures are indistinguishable, **no recommendation**;
+3. the regression passed its out-of-sample checks (``regmix.fit_and_recommend``): its optimum
+   inside the tried mixtures' hull is recommended;
+4. otherwise the best tried mixture, but only when it beats the runner-up by more than the
+   margin; else **no recommendation**, and the mixtures tied with the best are named.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import yaml
+
+from datapipe.ablate.regmix import EPS
+
+
+def _fmt(v, nd=4) -> str:
+    return "n/a" if v is None else f"{v:.{nd}f}"
+
+
+def decide(rows: list[dict], reg: dict, stats: dict, domains: list[str]) -> dict:
+    """``{"status": "regression" | "best_tried" | "none", "weights" | None, "reason", "tied": [ids]}``.
+
+    ``rows``: results-table rows (canonical order); ``reg``: ``fit_and_recommend``'s result;
+    ``stats``: ``noise.seed_statistics`` plus ``margin``.
+    """
+    obj = [r["objective"] for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: (obj[i], rows[i]["mixture_id"]))
+    best = rows[order[0]]
+    mg = stats["margin"]
+    tied = [rows[i]["mixture_id"] for i in order if mg is not None and obj[i] - obj[order[0]] <= mg]
+    base = {"best": best["mixture_id"], "tied": tied, "margin": mg}
+    if mg is None:
+        return base | {"status": "none", "weights": None, "reason": (
+            f"noise floor not measured ({stats['seeds']} seed): set `seeds: [0, 1]` or more; the ranking below "
+            "may be seed noise")}
+    spread = obj[order[-1]] - obj[order[0]]
+    if spread <= mg:
+        return base | {"status": "none", "weights": None, "reason": (
+            f"all {len(rows)} mixtures lie within the noise margin (objective spread {spread:.4f} <= {mg:.4f} "
+            "nats/token): they are indistinguishable at this proxy size and budget")}
+    if not reg["fallback"]:
+        gain = obj[order[0]] - reg["predicted"]
+        return base | {"status": "regression", "weights": reg["named"], "reason": (
+            f"the regression passed its out-of-sample checks ({reg['reason']}); objective spread {spread:.4f} > "
+            f"margin {mg:.4f}; predicted gain over the best tried mixture {gain:.4f} nats/token "
+            + ("(within the margin: as good as the best tried, not measurably better)" if gain <= mg else
+               "(beyond the margin: measure it before relying on it)"))}
+    if len(tied) > 1:
+        gap = obj[order[1]] - obj[order[0]]
+        return base | {"status": "none", "weights": None, "reason": (
+            f"regression not trusted ({reg['reason']}) and the best tried mixture {best['mixture_id']} is not "
+            f"separable from {', '.join(tied[1:])} (runner-up gap {gap:.4f} <= margin {mg:.4f})")}
+    return base | {"status": "best_tried", "weights": {d: best[f"w_{d}"] for d in domains}, "reason": (
+        f"regression not trusted ({reg['reason']}); the best tried mixture {best['mixture_id']} beats every "
+        f"other by more than the margin {mg:.4f} (its target weights reproduce it)")}
+
+
+def _ranking(rows, domains, eval_names, reg, stats, dec) -> list[str]:
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["objective"], rows[i]["mixture_id"]))
+    seeds = sorted(int(k[len("objective_seed"):]) for k in rows[0] if k.startswith("objective_seed"))
+    loo, ho = reg.get("loo_objective"), reg.get("holdout", {}).get("predicted")
+    head = ["rank", "mixture", *[f"share {d}" for d in domains], "objective", *[f"seed {s}" for s in seeds],
+            "predicted (out of sample)", *[f"loss {n}" for n in eval_names], "notes"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rank, i in enumerate(order, 1):
+        r = rows[i]
+        pred = (f"{ho[i]:.4f} (held out)" if ho and ho[i] is not None else
+                f"{loo[i]:.4f} (LOO)" if loo and loo[i] is not None else "")
+        notes = [*(["tied with best"] if r["mixture_id"] in dec["tied"] and rank > 1 else []),
+                 *([f"capped: {r['flags']}"] if r["flags"] else []),
+                 *([f"same training set as {r['duplicates']}"] if r["duplicates"] else [])]
+        cells = [str(rank), r["mixture_id"], *[f"{r[f'share_{d}']:.3f}" for d in domains], f"{r['objective']:.4f}",
+                 *[_fmt(r.get(f"objective_seed{s}")) for s in seeds], pred,
+                 *[f"{r[f'loss_{n}']:.4f}" for n in eval_names], "; ".join(notes)]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def _repro_lines(stats: dict, eval_names: list[str]) -> list[str]:
+    if stats["floor"] is None:
+        return [f"{stats['seeds']} seed per mixture: noise floor and seed-to-seed Spearman not measured."]
+    floors = ", ".join(f"{n} {stats['floor'][n]:.4f}" for n in eval_names)
+    per = ", ".join(f"{n} {_fmt(stats['spearman_sets'].get(n), 3)}" for n in eval_names)
+    return [f"{stats['seeds']} seeds per mixture. Seed-to-seed Spearman of the ranking (objective): "
+            f"{_fmt(stats['spearman'], 3)}; per held-out set: {per}.",
+            f"Noise floor (pooled SD across seeds of one mixture, nats/token): objective "
+            f"{stats['floor_objective']:.4f}; {floors}.",
+            f"Margin for a real difference between two mixtures: {stats['noise_z']:g} x floor x sqrt(2/"
+            f"{stats['seeds']}) = {stats['margin']:.4f} nats/token."]
+
+
+def _fit_lines(reg: dict, n: int, model: str, eval_names: list[str]) -> list[str]:
+    kind = "gradient boosting" if model == "gbm" else "ridge"
+    h = reg["holdout"]
+    lines = [f"Fit: {kind} on the fixed features [share, log(share + {EPS:g})] per domain, one model per held-out "
+             f"set, fitted on {n - h['n']} of {n} mixtures ({h['n']} held out by id hash, never fitted)."]
+    if reg["loo_spearman"] is None and reg["loo_mae"] is None:
+        lines.append("Leave-one-out: not computed (too few fitted mixtures).")
+    else:
+        per = ", ".join(f"{s} {e:.3f}" for s, e in zip(eval_names, reg["loo_mae_sets"]))
+        lines.append(f"Leave-one-out over the fitted mixtures: Spearman {_fmt(reg['loo_spearman'], 3)}, MAE "
+                     f"{reg['loo_mae']:.4f} nats/token (objective); MAE per held-out set: {per}.")
+    if h["n"]:
+        lines.append(f"Held-out mixtures ({h['n']}): MAE {_fmt(h['mae'])} vs {_fmt(h['baseline_mae'])} for predicting "
+                     f"the fitted mixtures' mean; Spearman {_fmt(h['spearman'], 3)}.")
+    return lines
+
+
+def _input_lines(inputs: dict) -> list[str]:
+    out = [f"Duplicate training sets (trained once): {kept} = {', '.join(d)}"
+           for kept, d in sorted((inputs.get("duplicates") or {}).items())]
+    out += [f"Domain too small for its weight in {mid}: {'; '.join(n)}"
+            for mid, n in sorted((inputs.get("flags") or {}).items())]
+    out += [f"FAILED, not ranked: {f['error']}" for f in inputs.get("failed") or []]
+    return out or ["none: every candidate is a distinct training set, every share met, every run finished."]
+
+
+def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inputs, run_index, png: Path) -> dict:
+    """Write ranking.md, recommended_mix.yaml, report.html and summary.json; return the analysis dict."""
+    from datapipe.ablate.analysis import mix_block
+
+    md = "\n".join(_ranking(rows, domains, eval_names, reg, stats, dec)) + "\n"
+    sections = {"Reproducibility": _repro_lines(stats, eval_names),
+                "Degenerate inputs": _input_lines(inputs),
+                "Regression (RegMix-style, Liu et al. 2024)": _fit_lines(reg, len(rows), m.analysis.model, eval_names),
+                "Decision": [f"{dec['status'].upper()}: {dec['reason']}."]}
+    for title, lines in sections.items():
+        md += f"\n## {title}\n\n" + "\n".join(f"- {s}" for s in lines) + "\n"
+    (out / "ranking.md").write_text(md)
+    note = f"# `datapipe ablate` over {len(rows)} distinct mixtures x {stats['seeds']} seed(s).\n"
+    note += "".join(f"# {s}\n" for s in sections["Reproducibility"] + sections["Decision"])
+    if dec["weights"] is None:
+        block = note + "# NO RECOMMENDATION: no mix: block is proposed.\n"
+    else:
+        block = note + mix_block(dec["weights"], run_index)
+    (out / "recommended_mix.yaml").write_text(block)
+    img = base64.b64encode(png.read_bytes()).decode()
+    (out / "report.html").write_text(
+        f"<html><head><meta charset='utf-8'><title>ablation {html.escape(m.name)}</title></head><body>"
+        f"<h1>Ablation {html.escape(m.name)}</h1><pre>{html.escape(md)}</pre>"
+        f"<img src='data:image/png;base64,{img}' alt='loss vs domain weight'>"
+        f"<h2>Recommended mix</h2><pre>{html.escape(block)}</pre></body></html>")
+    best = next(r for r in rows if r["mixture_id"] == dec["best"])
+    recommended = {"status": dec["status"], "weights": dec["weights"], "reason": dec["reason"],
+                   "fallback": reg["fallback"], "regression_weights": reg["named"],
+                   "predicted_objective": reg["predicted"], "regression_reason": reg["reason"],
+                   "r2_train": reg["r2_train"], "loo_spearman": reg["loo_spearman"], "loo_mae": reg["loo_mae"],
+                   "loo_mae_sets": dict(zip(eval_names, reg["loo_mae_sets"] or [])),
+                   "holdout": {k: v for k, v in reg["holdout"].items() if k != "predicted"}}
+    repro = {k: stats[k] for k in ("seeds", "spearman", "spearman_pairs", "spearman_sets", "floor",
+                                   "floor_objective", "margin", "noise_z")}
+    summary = {"best": {"mixture_id": best["mixture_id"], "objective": best["objective"],
+                        "shares": {d: best[f"share_{d}"] for d in domains}},
+               "ranking": [r["mixture_id"] for r in sorted(rows, key=lambda r: (r["objective"], r["mixture_id"]))],
+               "recommended": recommended, "reproducibility": repro, "tied_with_best": dec["tied"],
+               "duplicates": inputs.get("duplicates") or {}, "flags": inputs.get("flags") or {},
+               "failed": inputs.get("failed") or []}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    files = [str(out / f) for f in ("results.parquet", "results.csv", "ranking.md", "loss_vs_weight.png",
+                                    "recommended_mix.yaml", "report.html", "summary.json")]
+    return summary | {"ranking_md": md, "mix_block": block, "files": files,
+                      "decision": dec, "finite": True}
