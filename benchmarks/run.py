@@ -43,7 +43,7 @@ HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "pii": "bench_pii.py",  # PII test-split P/R, new stage vs the previous one, live
            "safety": "bench_safety.py"}  # safety test set recall / false rejection, new vs whole-document scoring
 HELPER_TIMEOUT_S = 420
-HELPER_TIMEOUTS = {"extraction": 1200}  # trafilatura: 3 passes over 1,171 pages at ~20 docs/s
+HELPER_TIMEOUTS = {"extraction": 2400}  # trafilatura, two modes: 3 passes over ~1,700 test pages at ~20-40 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-community", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
 
@@ -348,6 +348,15 @@ def quality_sets(helpers: dict) -> list[str]:
     return out
 
 
+def extraction_section(helpers: dict) -> list[str]:
+    """Extraction test-split F1 per page type vs resiliparse and trafilatura, and the speed ratios."""
+    if not helpers.get("extraction"):
+        return []
+    from bench_extraction import markdown
+
+    return markdown(helpers["extraction"])
+
+
 def render(result: dict) -> str:
     """The Markdown report of a result (also: ``run.py --render results/latest.json``)."""
     figs = result["figures"]
@@ -369,7 +378,7 @@ def render(result: dict) -> str:
              "- ratio = this figure's rate / the compared figure's rate, both from this run (vs a bound: the share "
              "of the bound's speed we keep; vs ours: the peer's speed relative to ours). Where the runs were taken "
              "side by side (A B A B, or the same round) it is the median of the per-run ratios.",
-             "", table(figs, flat), *quality_sets(result["helpers"]), "",
+             "", table(figs, flat), *quality_sets(result["helpers"]), *extraction_section(result["helpers"]), "",
              "Where phase 1's time goes (last run):", profile(figs)]
     if result["notes"]:
         lines += ["", "Notes:"] + [f"- {n}" for n in result["notes"]]

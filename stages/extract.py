@@ -9,20 +9,15 @@ is not used (it does not decode cleanly, or detection reads the bytes more plaus
 no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
 ``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
 
-Main-content mode adds two measures on top of resiliparse's own heuristics (both on by default;
-``benchmarks/bench_extraction.py`` measures them against trafilatura on its evaluation set and on
-the Article Extraction Benchmark):
-
-* ``clean``: also leave out comment sections, post meta data (bylines, dates) and the elements of
-  ``CLEAN_SKIP`` (figures and captions, the page title ``<h1>``, footers, "related" and newsletter
-  boxes). Precision up, recall a little down: F1 0.847 -> 0.868 on trafilatura's set (precision
-  0.770 -> 0.820), 0.921 -> 0.957 on AEB (token precision 0.864 -> 0.930). The selectors were chosen
-  on trafilatura's set; AEB served as the held-out check.
-* ``fallback_chars``: when main content yields fewer characters than this, the page is extracted
-  whole instead (same cleaning): resiliparse sometimes keeps only a fragment of short or oddly built
-  pages, and a page with some boilerplate beats a page lost. Recall 0.922 -> 0.946 on trafilatura's
-  set (32 of 990 pages fall back; empty extracts 12 -> 1), no AEB page falls back. Both together:
-  F1 0.847 -> 0.874 and 0.921 -> 0.957 (resiliparse 2.0.1, 2026-11-30).
+Main-content mode puts structural rules around resiliparse's own heuristics
+(``datapipe.stages.lib.mainblock``; issue 20): guarded skips (a boilerplate selector never removes
+an ``<article>``/``<main>`` block), comment sections dropped unless they are the page (the thread
+rule), a block trim of short lines around an article-shaped body, and fallbacks that cannot make a
+page worse than plain resiliparse (keep ratio) or empty (whole page under ``fallback_chars``).
+Every rule and threshold was chosen on the dev split of ``benchmarks/extraction_sets.py`` (ablation
+in ``benchmarks/EXTRACTION_SETS.md``); ``benchmarks/bench_extraction.py`` reports the test split per
+page type against plain resiliparse and trafilatura. ``clean=False`` keeps resiliparse's main
+content plus the whole-page fallback.
 """
 from __future__ import annotations
 
@@ -30,23 +25,24 @@ import pyarrow as pa
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from datapipe.ranges import NonNegInt, PosFloat, PosInt
+from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
 from datapipe.stages.lib.charset import decode_payload
-
-
-# Elements skipped in main-content mode when ``clean`` is on (CSS selectors, resiliparse ``skip_elements``).
-CLEAN_SKIP = ("figure", "figcaption", "h1", "footer", "[class*=caption]", "[class*=footer]",
-              "[class*=related]", "[class*=newsletter]")
+from datapipe.stages.lib.mainblock import extract_main
 
 
 class ExtractConfig(StageConfig):
     """Ranges: ``fallback_chars``, ``min_chars`` >= 0 (characters); ``max_payload_bytes`` >= 1 (bytes);
-    ``timeout_s`` > 0 (seconds). Defaults: see the module docstring (measured on trafilatura's set)."""
+    ``timeout_s`` > 0 (seconds); ratios >= 0. Defaults: chosen on the dev split (module docstring)."""
 
     main_content: bool = True        # resiliparse boilerplate removal; False = whole page (CS336 A4 golden output)
-    clean: bool = True               # main content only: drop comments, post meta and CLEAN_SKIP elements
+    clean: bool = True               # main content only: the structural rules of stages/lib/mainblock.py
     fallback_chars: NonNegInt = 200  # main content only: shorter extract -> whole page instead (0 = never)
+    thread_gate: NonNegFloat = 0.5   # the thread rule looks only below this share of the whole page's text
+    thread_ratio: NonNegFloat = 2.0  # with-comments text > this x without -> keep comments (0 = never)
+    keep_ratio: NonNegFloat = 0.3    # cleaned text < this x plain resiliparse main content -> plain (0 = never)
+    trim_chars: NonNegInt = 100      # block trim: blocks this long are the body (characters; 0 = no trim)
+    trim_share: NonNegFloat = 0.3    # block trim only when the long blocks hold this share of the text
     alt_texts: bool = False          # include <img alt> texts
     links: bool = False              # include link targets
     list_bullets: bool = True
@@ -58,27 +54,24 @@ class ExtractConfig(StageConfig):
 
 
 def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
-                links=False, list_bullets=True, noscript=False, clean=True,
-                fallback_chars=200) -> tuple[str | None, str, None, list[str]]:
+                links=False, list_bullets=True, noscript=False, clean=True, fallback_chars=200,
+                thread_ratio=2.0, thread_gate=0.5, keep_ratio=0.3,
+                trim_chars=100, trim_share=0.3) -> tuple[str | None, str, None, list[str]]:
     """Decode and extract one page. Returns ``(text, codec, None, warnings)``; the third slot is
     the error reason of the sandbox protocol (always None here), ``warnings`` the decoding's.
 
-    ``clean`` and ``fallback_chars`` act in main-content mode only: whole-page extraction
-    (``main_content=False``) is resiliparse's plain output, unchanged.
+    Main-content mode applies ``datapipe.stages.lib.mainblock.extract_main`` (guarded skips, the
+    thread rule, the no-worse-than-resiliparse fallback; ``clean=False`` keeps only the fallback to
+    the whole page). Whole-page extraction (``main_content=False``) is resiliparse's plain output.
     """
     decoded = decode_payload(payload, http_charset)
     html, codec, warns = decoded.text, decoded.codec, decoded.warnings
     opts = dict(alt_texts=alt_texts, links=links, list_bullets=list_bullets, noscript=noscript)
     if not main_content:
         return extract_plain_text(html, main_content=False, **opts), codec, None, warns
-    if clean:
-        opts.update(comments=False, post_meta=False, skip_elements=list(CLEAN_SKIP))
-    tree = HTMLTree.parse(html) if fallback_chars > 0 else html  # parsed once when it may be used twice
-    text = extract_plain_text(tree, main_content=True, **opts)
-    if len(text) < fallback_chars:
-        whole = extract_plain_text(tree, main_content=False, **opts)
-        if len(whole) > len(text):
-            text = whole
+    text = extract_main(HTMLTree.parse(html), opts, clean=clean, thread_gate=thread_gate,
+                        thread_ratio=thread_ratio, keep_ratio=keep_ratio, fallback_chars=fallback_chars,
+                        trim_chars=trim_chars, trim_share=trim_share)
     return text, codec, None, warns
 
 
@@ -95,7 +88,9 @@ class Extract(Stage):
         c = self.config
         self._opts = dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
                           list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
-                          fallback_chars=c.fallback_chars)
+                          fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
+                          thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
+                          trim_chars=c.trim_chars, trim_share=c.trim_share)
         if c.sandbox:
             from datapipe.stages.lib.extract_sandbox import Sandbox
             self._sandbox = Sandbox(self._opts)

@@ -1,14 +1,19 @@
 """Extraction quality floors on trafilatura's evaluation set and the Article Extraction Benchmark.
 
-The scores are computed here, independently of benchmarks/bench_extraction.py (which also times
-trafilatura and us in the same run). Floors were measured on all pages first, then pinned a little
-below (2026-11-30, stage defaults: main content, clean, fallback_chars=200):
+The scores are computed here, independently of benchmarks/bench_extraction.py (which scores the
+dev/test split of the multi-genre set per page type and times trafilatura and us in the same run).
+Floors were measured on all pages first, then pinned a little below (2026-12-01, stage defaults after
+issue 20: guarded skips, thread rule, block trim, keep-ratio and whole-page fallbacks):
 
     set                 config                          precision  recall  F1
-    trafilatura eval    defaults                        0.812      0.946   0.874
-    trafilatura eval    clean=False, fallback_chars=0   0.770      0.940   0.847
-    AEB                 defaults                        0.930      0.985   0.957
+    trafilatura eval    defaults                        0.851      0.921   0.885
+    trafilatura eval    clean=False, fallback_chars=0   0.770      0.942   0.847
+    AEB                 defaults                        0.907      0.967   0.936
     AEB                 clean=False, fallback_chars=0   0.864      0.986   0.921
+
+(Before issue 20 the defaults scored 0.874 and 0.957: the dropped ``h1`` skip removed the page
+title, which AEB's gold leaves out and the other sets' gold mostly keeps; on the dev split of the
+multi-genre set keeping it scores better, see benchmarks/EXTRACTION_SETS.md.)
 """
 from __future__ import annotations
 
@@ -69,9 +74,8 @@ def test_string_scores_by_hand():
 ARTICLE = "<p>" + " ".join(f"Sentence number {i} of the article body tells its story." for i in range(40)) + "</p>"
 
 
-def test_clean_drops_title_captions_newsletter_and_footer():
+def test_clean_drops_newsletter_box_and_trailing_footer():
     html = (f"<html><body><article><h1>The Headline Of Page</h1>{ARTICLE}"
-            "<p class='image-caption'>A caption under the image shown</p>"
             f"{ARTICLE}<div class='newsletter-box'><p>Sign up for our daily letter now</p></div>"
             "<div class='article-footer'><p>Article footer text is here</p></div>"
             "</article></body></html>").encode()
@@ -79,7 +83,8 @@ def test_clean_drops_title_captions_newsletter_and_footer():
     plain = extract_one(html, "utf-8", clean=False, fallback_chars=0)[0]
     assert "Sentence number 39 of the article body" in cleaned
     assert cleaned.count("Sentence number 7 of") == plain.count("Sentence number 7 of") == 2
-    for boiler in ("The Headline Of Page", "A caption under the image", "Sign up for our daily", "Article footer text"):
+    assert "The Headline Of Page" in cleaned  # the heading right before the body stays
+    for boiler in ("Sign up for our daily", "Article footer text"):
         assert boiler in plain and boiler not in cleaned, boiler
 
 
@@ -117,14 +122,14 @@ def _texts(pages, **cfg):
 def test_trafilatura_eval_f1_floor(trafilatura_pages):
     assert len(trafilatura_pages) == 990
     p, r, f1 = string_scores(_texts(trafilatura_pages), trafilatura_pages)
-    assert p >= 0.805 and r >= 0.94 and f1 >= 0.868, (p, r, f1)
+    assert p >= 0.845 and r >= 0.915 and f1 >= 0.878, (p, r, f1)
     _, _, f1_plain = string_scores(_texts(trafilatura_pages, clean=False, fallback_chars=0), trafilatura_pages)
-    assert f1 - f1_plain >= 0.02, (f1, f1_plain)  # the clean + fallback measures earn their keep
+    assert f1 - f1_plain >= 0.03, (f1, f1_plain)  # the clean + fallback measures earn their keep
 
 
 def test_aeb_token_f1_floor(aeb_pages):
     assert len(aeb_pages) == 181
     p, r, f1 = token_scores(_texts(aeb_pages), aeb_pages)
-    assert p >= 0.92 and r >= 0.98 and f1 >= 0.95, (p, r, f1)
+    assert p >= 0.90 and r >= 0.96 and f1 >= 0.93, (p, r, f1)
     _, _, f1_plain = token_scores(_texts(aeb_pages, clean=False, fallback_chars=0), aeb_pages)
-    assert f1 - f1_plain >= 0.025, (f1, f1_plain)
+    assert f1 - f1_plain >= 0.01, (f1, f1_plain)

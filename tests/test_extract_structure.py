@@ -1,0 +1,103 @@
+"""Structural clean-up rules of the extract stage (issue 20): one hand-written page per failure class
+of the old class-substring rules, and one per rule that replaced them.
+
+Each page is small and made up; the assertions name the text a reader would call the main content.
+"""
+from __future__ import annotations
+
+from datapipe.stages.extract import extract_one
+
+NAV = "<nav><ul>" + "".join(f"<li><a href='/c{i}'>Section number {i}</a></li>" for i in range(10)) + "</ul></nav>"
+BODY = "".join(f"<p>Paragraph {i} of the post explains, in plain words, how the new rail timetable changes "
+               f"the morning trains for commuters who live outside the city.</p>" for i in range(12))
+REPLIES = ["I think the gasket on the left side is worn and should be replaced before the winter comes.",
+           "Replace the thermostat first, it is cheaper and often the real cause of this sort of problem.",
+           "Same issue here last year, a new pump fixed it for good after two weeks of trying other things.",
+           "Check the expansion vessel pressure with a tyre gauge, it should read about one bar when cold."]
+
+
+def text(html: str) -> str:
+    return extract_one(html.encode(), "utf-8")[0] or ""
+
+
+def test_newsletter_platform_post_is_not_emptied():
+    """Class 1: a post wrapped in <article class="... newsletter-post ..."> (newsletter platforms).
+    The old [class*=newsletter] skip deleted the whole article."""
+    html = (f"<html><body>{NAV}<main><article class='post single newsletter-post'>"
+            f"<h2>Timetable changes</h2>{BODY}</article></main>"
+            "<div class='newsletter-signup'><p>Get the weekly letter in your inbox</p></div></body></html>")
+    out = text(html)
+    assert "Paragraph 0 of the post" in out and "Paragraph 11 of the post" in out
+
+
+def test_layout_wrapper_named_footer_is_not_dropped():
+    """Class 2: the whole layout sits in a wrapper whose class contains "footer" (flex-wrap-footer,
+    as on a large preprint server). The old [class*=footer] skip dropped the page."""
+    html = (f"<html><body><div class='flex-wrap-footer'><header>{NAV}</header>"
+            f"<main><h2>Abstract</h2>{BODY}</main>"
+            "<footer class='site-footer'><p>About us. Contact. Privacy policy. Accessibility.</p></footer>"
+            "</div></body></html>")
+    out = text(html)
+    assert "Paragraph 0 of the post" in out and "Paragraph 11 of the post" in out
+    assert "Privacy policy" not in out  # the real footer still goes
+
+
+def test_forum_thread_keeps_its_replies():
+    """Class 3: on a forum the replies are the content. comments=False deleted them."""
+    posts = "".join(f"<div class='comment' id='c{i}'><div class='comment-author'>user{i}</div>"
+                    f"<div class='comment-body'><p>{r}</p></div></div>" for i, r in enumerate(REPLIES))
+    html = (f"<html><body>{NAV}<div class='thread'><h2>Boiler losing pressure</h2>"
+            "<div class='first-post'><p>Every night my boiler loses about half a bar of pressure, and by the morning "
+            "it is down to zero and the heating stops. I have bled the radiators and checked for leaks under the "
+            "floor, found nothing. What should I check first before calling an engineer?</p></div>"
+            f"<div class='comments'>{posts}</div></div><footer>(c) The forum</footer></body></html>")
+    out = text(html)
+    assert "What should I check first" in out
+    for r in REPLIES:
+        assert r in out
+
+
+def test_article_comment_section_still_dropped():
+    """The thread rule keeps comments only where they are the page: under a long article they go."""
+    posts = "".join(f"<div class='comment'><div class='comment-body'><p>{r}</p></div></div>" for r in REPLIES[:2])
+    html = (f"<html><body>{NAV}<article><h2>Timetable changes</h2>{BODY}</article>"
+            f"<section id='comments' class='comments'>{posts}</section></body></html>")
+    out = text(html)
+    assert "Paragraph 11 of the post" in out
+    assert REPLIES[0] not in out
+
+
+def test_small_boilerplate_blocks_still_skipped():
+    """The guard spares the main block, not small boxes: a related-links box and a caption go."""
+    html = (f"<html><body>{NAV}<article><h2>Timetable changes</h2>{BODY}"
+            "<figure><img src='a.jpg'><figcaption>The station at dawn, seen from the bridge</figcaption></figure>"
+            "<div class='related-posts'><a href='/x'>Five more stories about trains you may like</a></div>"
+            "</article></body></html>")
+    out = text(html)
+    assert "Paragraph 11 of the post" in out
+    assert "The station at dawn" not in out and "Five more stories" not in out
+
+
+def test_block_trim_cuts_menu_lines_around_the_body():
+    """Block trim: short lines before the first long block (but the heading right before it) and
+    after the last long block are cut when the long blocks carry the page."""
+    from datapipe.stages.lib.mainblock import trim_blocks
+
+    body = ["A long paragraph " + "of body text " * 10, "Another long paragraph " + "with more words " * 8]
+    text = "\n".join(["Home", "Sport", "Weather", "The Headline", body[0], "A short line inside", body[1],
+                      "Share this", "Privacy"])
+    assert trim_blocks(text, 100, 0.3) == "\n\n".join(["The Headline", body[0], "A short line inside", body[1]])
+    # A page of short blocks (a listing): the long blocks hold too little of it; left as it is.
+    listing = "\n".join(["Item %d: a product name and price" % i for i in range(30)] + [body[0]])
+    assert trim_blocks(listing, 100, 0.3) == listing
+
+
+def test_keep_ratio_falls_back_to_plain_main_content():
+    """No worse than resiliparse: when the guarded skips still take the content (a page without
+    semantic main blocks whose content div is named like a related box), plain main content is used."""
+    html = (f"<html><body>{NAV}<div class='related-content-wrapper'><h2>Timetable changes</h2>{BODY}</div>"
+            "</body></html>")
+    assert "Paragraph 11 of the post" in text(html)
+    # Without the rule the skip empties the page (down to the whole-page fallback's menu only).
+    cut = extract_one(html.encode(), "utf-8", keep_ratio=0, fallback_chars=0)[0]
+    assert "Paragraph 11 of the post" not in cut
