@@ -5,8 +5,9 @@ arms, it is drawn the same either way), input ``realpages-1171.warc.gz``. Per re
 run into an empty directory, then a rerun into it with ``quality_classifier.threshold`` changed
 (0.5 -> 0.6, a late stage), which reruns from the stored rows (the first stage that edits text,
 ``c4``, onwards) and redoes dedup and tokenize. One LocalCluster of 2 workers serves both arms; the
-arms alternate. Prints one JSON object: seconds per arm, per-repetition ratios retune/full, their
-median and spread, and a check that the retuned output equals a fresh run of the changed manifest.
+arms alternate. Prints one JSON object: seconds and CPU seconds (this process + the workers) per
+arm, per-repetition ratios retune/full of both, their median and spread, the machine's load, and a
+check that the retuned output equals a fresh run of the changed manifest.
 
     .venv/bin/python benchmarks/bench_retune.py [--reps 3] [--input PATH]
 """
@@ -50,6 +51,11 @@ def _digest(out: Path) -> str:
     return h.hexdigest()
 
 
+def _cpu(client) -> float:
+    """CPU seconds used so far by this process and every worker process (robust to a loaded machine)."""
+    return time.process_time() + sum(client.run(time.process_time).values())
+
+
 def main() -> None:
     from datapipe.env import shared_data
 
@@ -63,6 +69,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="bench-retune-"))
     full_s, retune_s, ratios = [], [], []
+    full_cpu, retune_cpu, cpu_ratios = [], [], []
     same = None
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster, \
@@ -70,12 +77,15 @@ def main() -> None:
             runner.run(_manifest([args.input], work / "warmup", 0.5), client=client)  # models loaded once per worker
             for rep in range(args.reps):
                 out = work / f"run{rep}"
-                t = time.perf_counter()
+                t, c = time.perf_counter(), _cpu(client)
                 runner.run(_manifest([args.input], out, 0.5), client=client)
                 full_s.append(time.perf_counter() - t)
-                t = time.perf_counter()
+                full_cpu.append(_cpu(client) - c)
+                t, c = time.perf_counter(), _cpu(client)
                 res = runner.run(_manifest([args.input], out, 0.6), client=client)
                 retune_s.append(time.perf_counter() - t)
+                retune_cpu.append(_cpu(client) - c)
+                cpu_ratios.append(retune_cpu[-1] / full_cpu[-1])
                 assert all(r.get("retuned_from") is not None for r in res.tasks), "the retune read the file again"
                 ratios.append(retune_s[-1] / full_s[-1])
             fresh = work / "fresh"
@@ -88,6 +98,11 @@ def main() -> None:
         "full_s": [round(x, 2) for x in full_s], "retune_s": [round(x, 2) for x in retune_s],
         "ratio_retune_over_full": {"per_rep": [round(r, 3) for r in ratios], "median": round(statistics.median(ratios), 3),
                                    "min": round(min(ratios), 3), "max": round(max(ratios), 3)},
+        "full_cpu_s": [round(x, 2) for x in full_cpu], "retune_cpu_s": [round(x, 2) for x in retune_cpu],
+        "cpu_ratio_retune_over_full": {"per_rep": [round(r, 3) for r in cpu_ratios],
+                                       "median": round(statistics.median(cpu_ratios), 3),
+                                       "min": round(min(cpu_ratios), 3), "max": round(max(cpu_ratios), 3)},
+        "load_average_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
         "target": "<= 0.25", "retuned_equals_fresh": same}))
 
 
