@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scaling.py [--files 32] [--records 400] [--workers 1,2,4,8,16]
                                        [--source realpages-1171.warc.gz] [--json out.json]
+                                       [--split-bytes N]   # e.g. --files 4 --records 40000 --split-bytes 16000000
 
 Input: ``--files`` WARC files built from the real ``realpages-1171.warc.gz`` (each file takes
 ``--records`` consecutive records, starting at a different offset, wrapping around), every record
@@ -80,7 +81,7 @@ def _warm(stages):
     return os.getpid()
 
 
-def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int) -> dict:
+def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_bytes: int | None = None) -> dict:
     from distributed import Client
 
     from datapipe import runner
@@ -96,7 +97,8 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int) -> dict:
         with Client(cluster) as c:
             m = load_manifest(manifest_path, {"inputs.paths": inputs, "inputs.crawl": None, "output": str(out),
                                               "cluster.address": cluster.scheduler_address,
-                                              "dedup": None, "mix": None, "tokenize": None})
+                                              "dedup": None, "mix": None, "tokenize": None,
+                                              **({"inputs.split_bytes": split_bytes} if split_bytes is not None else {})})
             t0 = time.perf_counter()
             c.run(_warm, m.effective_stages() if hasattr(m, "effective_stages") else m.stages)
             warm_s = time.perf_counter() - t0
@@ -127,6 +129,9 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=400)
     ap.add_argument("--workers", default="1,2,4,8,16")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--split-bytes", type=int, default=None,
+                    help="inputs.split_bytes (gzip WARC files cut into byte-range tasks at member starts); "
+                         "default: the manifest's")
     ap.add_argument("--json", type=Path, default=HERE / "results" / "scaling.json")
     a = ap.parse_args()
     counts = [int(x) for x in a.workers.split(",")]
@@ -139,7 +144,7 @@ def main() -> int:
     for n in counts:
         out = work / f"out-{n}"
         shutil.rmtree(out, ignore_errors=True)
-        r = run_once(a.manifest, inputs, out, n)
+        r = run_once(a.manifest, inputs, out, n, a.split_bytes)
         rows.append(r)
         print(json.dumps(r), flush=True)
         a.json.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +160,7 @@ def main() -> int:
               f"{r['efficiency'] * 100:>9.1f}%")
     print(f"documents shards byte-identical across worker counts: {identical}")
     result = {"files": a.files, "records_per_file": a.records, "cpus": os.cpu_count(), "runs": rows,
-              "documents_identical": identical, "python": sys.version.split()[0]}
+              "documents_identical": identical, "split_bytes": a.split_bytes, "python": sys.version.split()[0]}
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(result, indent=2))
     if a.work is None:

@@ -38,8 +38,9 @@ class Inputs(_Strict):
     ``format``: ``auto`` (from each file name), ``warc``, ``jsonl`` or ``parquet``. For text formats
     ``preset`` names the field layout (``auto`` = dolma for JSONL, fineweb for Parquet; see
     ``datapipe.io.textdocs.PRESETS``) and ``fields`` overrides single entries (text, id, url, date,
-    metadata). Plain JSONL files larger than ``split_bytes`` are read as several tasks (byte
-    ranges), Parquet files as row-group ranges of about that many compressed bytes; 0 = never split.
+    metadata). Plain JSONL and gzip WARC files larger than ``split_bytes`` are read as several tasks
+    (byte ranges; WARC cut at gzip member starts, see ``datapipe.io.warc_parts``), Parquet files as
+    row-group ranges of about that many compressed bytes; 0 = never split.
 
     ``max_record_bytes`` caps one record's decompressed size, in bytes (default 32 MiB, at least
     1 KiB): a WARC record whose Content-Length, or whose HTTP body once its Content-Encoding is

@@ -168,9 +168,13 @@ def _text_bytes(t: pa.Table) -> int:
 
 
 def _rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    present = set().union(*rows) if rows else set()  # reader rows set ~20 of the schema's fields
     cols = {}
     for f in schema:
-        cols[f.name] = pa.array([r.get(f.name) for r in rows], type=f.type)
+        if f.name in present:
+            cols[f.name] = pa.array([r.get(f.name) for r in rows], type=f.type)
+        else:
+            cols[f.name] = pa.nulls(len(rows), type=f.type)
     return pa.Table.from_pydict(cols, schema=schema)
 
 

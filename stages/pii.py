@@ -158,16 +158,22 @@ def _version_context(text: str, start: int, end: int) -> bool:
     return word[:1].isupper() and not _IP_WORDS_RE.search(" ".join(words[-3:]))
 
 
+# Substrings every match of the patterns above contains, found by a fast literal-prefix scan: a text
+# without one has no match, and the full patterns (which try every position) are skipped.
+_IPV4_GATE_RE = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")
+_IPV6_GATE_RE = re.compile(r":[0-9A-Fa-f]{0,4}:")
+
+
 def _ips(text: str) -> list[Span]:
     out = []
-    for m in _IPV4_RE.finditer(text):
+    for m in (_IPV4_RE.finditer(text) if _IPV4_GATE_RE.search(text) else ()):
         try:
             ipaddress.IPv4Address(m.group())
         except ValueError:
             continue
         if not _version_context(text, m.start(), m.end()):
             out.append((m.start(), m.end(), IP))
-    if ":" in text:
+    if ":" in text and _IPV6_GATE_RE.search(text):
         for m in _IPV6_RE.finditer(text):
             s = m.group()
             groups = [g for g in s.split(":") if g]
