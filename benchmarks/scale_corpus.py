@@ -48,11 +48,12 @@ def _text(rng, vocab, cdf, words: int) -> list[str]:
 def make_corpus(n: int, seed: int = 0, words: int = 80, pair_fraction: float = 0.1,
                 giant_fraction: float = 0.3, giant_clusters: int = 1, edit_every: int = 100,
                 prefix: str = "", vocab: np.ndarray | None = None, template_seed: int | None = None,
-                canonical: bool = True) -> Corpus:
+                canonical: bool = True, giant_words: int | None = None) -> Corpus:
     """``n`` documents (see module docstring); ids ``<prefix>d<i>`` in generation order.
     ``template_seed``: draw the templates from it (equal seeds: the same clusters in every
     chunk of a corpus); ``canonical``: give each cluster's first member the canonical URL (one
-    chunk only, so that a corpus has one canonical page per template)."""
+    chunk only, so that a corpus has one canonical page per template); ``giant_words``: words of
+    a template (default ``words``)."""
     rng = np.random.default_rng(seed)
     vocab = vocabulary(seed=0) if vocab is None else vocab
     ranks = np.arange(1, len(vocab) + 1)
@@ -62,7 +63,7 @@ def make_corpus(n: int, seed: int = 0, words: int = 80, pair_fraction: float = 0
     n_giant = int(giant_fraction * n)
     per = [n_giant // giant_clusters + (j < n_giant % giant_clusters) for j in range(giant_clusters)]
     trng = rng if template_seed is None else np.random.default_rng(template_seed)
-    templates = [_text(trng, vocab, probs, words) for _ in per]
+    templates = [_text(trng, vocab, probs, giant_words or words) for _ in per]
     kinds = np.array(sum(([j] * m for j, m in enumerate(per)), []) + [-1] * (n - n_giant))
     rng.shuffle(kinds)
     first_of = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import threading
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -60,53 +61,42 @@ def test_files_per_step_are_s_plus_p(client, tmp_path, nshards, nparts):
     assert files["verify_src"] == {"cand2": nshards, "sets": nshards}
 
 
-class _Rss(threading.Thread):
-    def __init__(self, pids):
-        import psutil
-
-        super().__init__(daemon=True)
-        self.procs, self.peak, self.stop = [psutil.Process(p) for p in pids], 0, threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            for p in self.procs:
-                try:
-                    self.peak = max(self.peak, p.memory_info().rss)
-                except Exception:  # noqa: BLE001 - a worker gone between samples
-                    pass
-            self.stop.wait(0.05)
+_CHILD = """
+import resource, sys
+from datapipe.api_dedup import SyncClient
+from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+run_dedup(SyncClient(), sys.argv[1], DedupConfig(partitions=4))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
 
 
-def _peak_rss(client, run, cfg) -> int:
-    s = _Rss(client.run(os.getpid).values())
-    s.start()
-    try:
-        run_dedup(client, str(run), cfg)
-    finally:
-        s.stop.set()
-        s.join()
-    return s.peak
+def _peak_rss(run) -> int:
+    """Peak RSS (bytes) of a fresh process that runs every dedup task of ``run`` in turn: at
+    least what any one worker would need."""
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(run)], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
 
 
-def test_giant_cluster_bounded_memory(client, tmp_path):
+def test_giant_cluster_bounded_memory(tmp_path):
     """30% of the corpus is one template cluster: the survivor is the canonical URL, every other
-    member is rejected, and worker memory is what the same corpus costs without the cluster."""
-    n = 4000
-    giant, plain = make_corpus(n, seed=5, giant_fraction=0.3), make_corpus(n, seed=5, giant_fraction=0.0)
-    cfg = DedupConfig(partitions=4)
-    _write(tmp_path / "plain", plain.docs, 4)
+    member is rejected, and a process running every task needs no more memory than for the same
+    corpus without the cluster. (A bound check at test size; that memory stays flat as the
+    cluster grows 6k -> 300k members is measured by make bench-scale, docs/scale.md.)"""
+    n = 3000
+    giant, plain = make_corpus(n, seed=5, giant_fraction=0.3), make_corpus(n, seed=5, giant_fraction=0.0).docs
+    _write(tmp_path / "plain", plain, 4)
     _write(tmp_path / "giant", giant.docs, 4)
-    base = _peak_rss(client, tmp_path / "plain", cfg)
-    peak = _peak_rss(client, tmp_path / "giant", cfg)
+    base = _peak_rss(tmp_path / "plain")
+    peak = _peak_rss(tmp_path / "giant")
     st = _state(tmp_path / "giant")
     members = giant.giant_ids[0]
     assert len(members) == int(0.3 * n)
     kept = [m for m in members if st[m][0] == "kept"]
     assert kept == [giant.canonical[0]], kept          # the template's canonical URL survives
     assert all(st[m][1] == kept[0] for m in members if m != kept[0])
-    print(f"peak worker RSS: plain {base / 2**20:.0f} MiB, with a 30% cluster {peak / 2**20:.0f} MiB")
+    print(f"peak RSS: plain {base / 2**20:.0f} MiB, with a 30% cluster {peak / 2**20:.0f} MiB")
     assert peak <= 1.5 * 2**30
-    assert peak - base <= 150 * 2**20   # measured: within noise of the plain corpus
+    assert peak - base <= 100 * 2**20
 
 
 class _KillOnce(WorkerPlugin):
