@@ -11,6 +11,9 @@ Steps, each a subprocess so that pinning and virtualenvs stay separate:
      peer_datatrove.py --stages in benchmarks/.venv-datatrove, pinned the same way, same file and texts;
   3. the whole phase 1: per round, ours (matched chain, full chain) then datatrove's three
      configurations, one run each, pinned; rounds = repetitions;
+  3b. bench_phase1.py --part ratio: the main manifest's chain vs the fastwarc+resiliparse bound, CPU
+     seconds of the process and its sandbox child, interleaved, on realpages-1171 and a synthetic
+     CC-sized file (BENCH_CC_RECORDS records, default 40,000: about 15 min a repetition on one core);
   4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
   5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py, bench_rules.py (rule
      families vs datatrove's filters: docs/s and keep/reject agreement), bench_extraction.py (extraction
@@ -298,6 +301,16 @@ def main() -> None:
             if r:
                 merge_runs(runs.setdefault("peer", {}), r)
                 result["versions"]["datatrove_venv"] = r["versions"]
+    # The whole main chain against the fastwarc+resiliparse bound, CPU seconds per process (issue 16),
+    # on the real pages and a synthetic Common-Crawl-sized file (BENCH_CC_RECORDS, 0 = none).
+    cc = "0" if quick else os.environ.get("BENCH_CC_RECORDS", "40000")
+    r = run_json("ours: phase 1 vs bound, CPU seconds, one core",
+                 pinned([py, str(HERE / "bench_phase1.py"), "--part", "ratio", "--reps", str(reps), "--cc-records", cc]))
+    if r:
+        result["helpers"]["phase1_vs_bound"] = {name: {"ratio": v["ratio"], "ratio_min": v["ratio_min"],
+                                                       "ratio_max": v["ratio_max"], "reps": len(v["ratio_runs"]),
+                                                       "records": v["records"]}
+                                                for name, v in r["inputs"].items()}
     if "ours" in runs:
         collect_ours(figs, runs["ours"], input_)
         NOTES.extend(n for n in runs["ours"].get("notes", []) if n not in NOTES)
