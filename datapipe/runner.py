@@ -12,6 +12,7 @@ documents and token shards agree with the ledger).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -75,16 +76,29 @@ class ClusterError(RuntimeError):
     """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached."""
 
 
+#: Stage configs whose assets this process has checked (``check_before_work``).
+_CHECKED: set[str] = set()
+
+
 def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet:
     """Everything that can fail before work starts: stage assets (models, lists), phase assets
     (tokenizer, reference directories), inputs, the output location.
+
+    A stage config's assets are checked once per process (loading them is most of the cost of a
+    small run); an asset removed after that fails the worker's setup instead, which errors the
+    file's task with the reason.
 
     Returns the resolved inputs (canonical names; ``skipped``/``duplicates`` listed).
     ``probe_output=False`` (``--dry-run``) leaves the output location untouched.
     Raises ModelError / InputError / ManifestError / TokenizerError.
     """
     for st in manifest.build_stages():
-        st.check()
+        # Assets resolve against the working directory and DATAPIPE_* variables: part of the key.
+        env = sorted((k, v) for k, v in os.environ.items() if k.startswith("DATAPIPE_"))
+        key = json.dumps([st.name, st.config.model_dump(mode="json"), os.getcwd(), env], sort_keys=True, default=str)
+        if key not in _CHECKED:  # a notebook's second run of one chain does not load every model again
+            st.check()
+            _CHECKED.add(key)
     for ph in phases():
         if ph.enabled(manifest):
             ph(manifest).check()
