@@ -120,12 +120,16 @@ class _KillOnce(WorkerPlugin):
 
 
 STEPS = ["exact_map", "exact_reduce", "lines_map", "lines_reduce", "lines_edit", "bands_map", "bands_reduce",
-         "verify_src", "verify_dst", "cc1", "cc2", "labels", "comps_map", "comps_reduce", "apply"]
+         "verify_src", "verify_dst", "cc1", "cc2", "labels", "comps_map", "comps_reduce", "ngram_map",
+         "ngram_reduce", "ngram_edit", "apply"]
 
 
 def _kill_run(tmp_path, steps: list[str]):
     c = make_corpus(800, seed=9, giant_fraction=0.2)
-    cfg = DedupConfig(partitions=3, lines={"enabled": True, "max_count": 40})
+    for i in range(0, len(c.docs) - 1, 10):   # paragraphs shared across documents, for the ngram step
+        c.docs[i] = dict(c.docs[i], text=c.docs[i + 1]["text"] + "\n" + c.docs[i]["text"])
+    cfg = DedupConfig(partitions=3, lines={"enabled": True, "max_count": 40},
+                      ngram={"enabled": True, "mode": ["paragraph", "document"], "ngram": 5, "threshold": 0.3})
     fresh, killed = tmp_path / "fresh", tmp_path / "killed"
     _write(fresh, c.docs, 3)
     _write(killed, c.docs, 3)
@@ -138,7 +142,9 @@ def _kill_run(tmp_path, steps: list[str]):
         got = run_dedup(cl, str(killed), cfg, retries=2)
     assert sorted(os.listdir(flags)) == sorted(steps)     # a worker died in each step
     assert _bytes(killed) == _bytes(fresh)
-    assert {k: (v.n_in, v.kept) for k, v in got.items()} == {k: (v.n_in, v.kept) for k, v in want.items()}
+    assert {k: (v.n_in, v.kept, v.bytes_out) for k, v in got.items()} == \
+        {k: (v.n_in, v.kept, v.bytes_out) for k, v in want.items()}
+    assert want["dedup_ngram"].bytes_out < want["dedup_ngram"].bytes_in   # the ngram step did something
 
 
 def test_worker_killed_in_three_steps_same_output(tmp_path):
