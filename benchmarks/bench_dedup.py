@@ -133,21 +133,22 @@ def bench_quality() -> dict:
 
 
 class _RssSampler(threading.Thread):
-    """Peak RSS (bytes) of each worker process (with its children), sampled from the client."""
+    """Peak RSS (bytes) of each process (with its children unless ``children=False``), sampled from the client."""
 
-    def __init__(self, pids: dict, every: float = 0.2):
+    def __init__(self, pids: dict, every: float = 0.2, children: bool = True):
         super().__init__(daemon=True)
         import psutil
 
         self.procs = {w: psutil.Process(p) for w, p in pids.items()}
         self.peak = {w: 0 for w in pids}
-        self.every, self.stop = every, threading.Event()
+        self.every, self.children, self.stop = every, children, threading.Event()
 
     def run(self):
         while not self.stop.is_set():
             for w, p in self.procs.items():
                 try:
-                    rss = p.memory_info().rss + sum(c.memory_info().rss for c in p.children(recursive=True))
+                    rss = p.memory_info().rss + (sum(c.memory_info().rss for c in p.children(recursive=True))
+                                                 if self.children else 0)
                 except Exception:  # noqa: BLE001 - a process gone between two samples
                     continue
                 self.peak[w] = max(self.peak[w], rss)

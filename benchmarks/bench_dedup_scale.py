@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -28,6 +27,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_dedup import _RssSampler  # noqa: E402
 from scale_corpus import make_corpus, vocabulary  # noqa: E402
 
 
@@ -42,25 +42,6 @@ def _chunk(args) -> dict:
     for s in (0, 1):
         write_shards(run, {f"part-{2 * k + s:05d}": [d for d, x in zip(c.docs, side) if x == s]})
     return {"planted": c.planted, "giant": c.giant_ids}
-
-
-class _Rss(threading.Thread):
-    def __init__(self, pids: dict):
-        import psutil
-
-        super().__init__(daemon=True)
-        self.procs = {k: psutil.Process(p) for k, p in pids.items()}
-        self.peak = {k: 0 for k in pids}
-        self.stop = threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            for k, p in self.procs.items():
-                try:
-                    self.peak[k] = max(self.peak[k], p.memory_info().rss)
-                except Exception:  # noqa: BLE001 - a process gone between samples
-                    pass
-            self.stop.wait(0.2)
 
 
 def _quality(run: str, truth: list[dict]) -> dict:
@@ -107,7 +88,7 @@ def bench(n: int, per: int, workers: int, words: int, giant: float, clusters: in
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                       memory_limit=0) as lc, Client(lc) as cl:
         pids = {f"worker-{i}": p for i, p in enumerate(sorted(cl.run(os.getpid).values()))}
-        rss = _Rss({**pids, "client+scheduler": os.getpid()})
+        rss = _RssSampler({**pids, "client+scheduler": os.getpid()}, children=False)  # workers are the client's children
         rss.start()
         t = time.perf_counter()
         say = lambda step: print(f"  [{n}] {time.perf_counter() - t:8.1f}s {step}", file=sys.stderr, flush=True)  # noqa: E731
