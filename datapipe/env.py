@@ -20,3 +20,8 @@ def shared_cases() -> Path:
 def models_dir() -> Path:
     """``$DATAPIPE_MODELS`` or ``models/`` in the repository (filled by ``make models``)."""
     return Path(os.environ.get("DATAPIPE_MODELS", REPO_ROOT / "models"))
+
+
+def cache_dir() -> Path:
+    """``$DATAPIPE_CACHE`` or ``~/.cache/datapipe`` (derived, rebuildable files only)."""
+    return Path(os.environ.get("DATAPIPE_CACHE", Path.home() / ".cache" / "datapipe"))

@@ -114,6 +114,11 @@ class Phase:
     def check(self) -> None:
         """Fail before any work (missing tokenizer, bad reference directory). Raise with a clear message."""
 
+    def assets(self) -> list | None:
+        """Files ``check`` loads, or None: as ``Stage.assets`` (a phase naming them is checked once
+        per config and size + mtime of those files, ``datapipe.check_cache``)."""
+        return None
+
     def outputs_present(self, ctx: PhaseContext) -> bool:
         """True when the phase's outputs are still on disk (a marker alone does not prove it)."""
         return True

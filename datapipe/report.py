@@ -1,9 +1,15 @@
 """The run report: one self-contained HTML file with the funnel and the plots of a run.
 
-Plots are drawn with matplotlib (Agg backend) and embedded as base64 PNGs, so the file opens
-offline and can be mailed around. Written to ``RUN_DIR/report.html`` at the end of every run and
-by ``datapipe report RUN_DIR``. Each plot is drawn only when its data exists (score columns of
-stages in the chain, dedup clusters, tokens).
+Plots are drawn with matplotlib (Agg canvas, no pyplot state) and embedded as base64 PNGs, so the
+file opens offline and can be mailed around. Written to ``RUN_DIR/report.html`` at the end of every
+run and by ``datapipe report RUN_DIR``. Each plot is drawn only when its data exists (score columns
+of stages in the chain, dedup clusters, tokens).
+
+The run draws the summary (funnel, reasons, languages, dedup clusters, tokens, time per stage)
+and lists the signal columns; one histogram per numeric signal (the main chain has about 40, each
+~0.1-0.3 s to draw) is drawn by ``datapipe report`` (``histograms=True``), or by the run itself
+with ``report: {histograms: true}``: issue 16 measured the 37 histograms at most of the fixed cost
+of a small run.
 """
 from __future__ import annotations
 
@@ -11,28 +17,33 @@ import base64
 import html
 import io
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # no display on workers and CI
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from datapipe import inspect as I  # noqa: E402
-from datapipe.io.parquet import fs_and_path, join  # noqa: E402
+from datapipe import inspect as I
+from datapipe.io.parquet import fs_and_path, join
 
 #: Integer/float signal types plotted as histograms.
 _NUMERIC = ("int", "uint", "float", "double", "halffloat")
 
 
+def _figure(figsize) -> Figure:
+    """A figure with its own Agg canvas: no pyplot figure manager to create and close."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
+
+
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _barh(labels, values, title, xlabel, color="#4c72b0"):
-    fig, ax = plt.subplots(figsize=(8, 0.35 * max(len(labels), 3) + 1))
+    fig = _figure((8, 0.35 * max(len(labels), 3) + 1))
+    ax = fig.subplots()
     y = np.arange(len(labels))
     ax.barh(y, values, color=color)
     ax.set_yticks(y, labels)
@@ -50,12 +61,13 @@ LOG_Y = ("auto", "always", "never")
 
 
 def _hist(values_by_group: dict, title: str, thresholds=(), bins=40, log_y: str = "auto"):
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+    fig = _figure((8, 3.2))
+    ax = fig.subplots()
     allv = np.concatenate([v for v in values_by_group.values() if len(v)] or [np.zeros(0)])
-    edges = np.histogram_bin_edges(allv, bins=bins) if len(allv) else bins
+    edges = np.histogram_bin_edges(allv, bins=bins) if len(allv) else np.linspace(0, 1, bins + 1)
     for name, v in values_by_group.items():
-        if len(v):
-            ax.hist(v, bins=edges, alpha=0.6, label=f"{name} ({len(v):,})")
+        if len(v):  # one filled step path per group, not one patch per bin: same picture, far fewer artists
+            ax.stairs(np.histogram(v, bins=edges)[0], edges, fill=True, alpha=0.6, label=f"{name} ({len(v):,})")
     sizes = [len(v) for v in values_by_group.values() if len(v)]
     if log_y == "always" or (log_y == "auto" and sizes and max(sizes) > 20 * min(sizes)):
         ax.set_yscale("log")  # rejected rows are few next to kept ones: keep both visible
@@ -130,8 +142,9 @@ def _values(run: I.Run, column: str, reasons: list[str]) -> dict[str, np.ndarray
     return out
 
 
-def figures(run: I.Run, funnel: dict, log_y: str = "auto") -> list[tuple[str, str]]:
-    """``[(title, base64 PNG)]`` for every plot the run has data for. ``log_y``: see ``LOG_Y``."""
+def figures(run: I.Run, funnel: dict, log_y: str = "auto", histograms: bool = True) -> list[tuple[str, str]]:
+    """``[(title, base64 PNG)]`` for every plot the run has data for. ``log_y``: see ``LOG_Y``;
+    ``histograms=False``: the summary only, no histogram per signal column."""
     from datapipe.inspect_rules import column_thresholds
     from datapipe.run_config import effective_stage_configs
 
@@ -154,7 +167,7 @@ def figures(run: I.Run, funnel: dict, log_y: str = "auto") -> list[tuple[str, st
         for col, vals in column_thresholds(name, cfg).items():
             ths.setdefault(col, []).extend(vals)
     own = signal_reasons(configs, run.ledger_dict.get("stages") or {})
-    for col in _numeric_columns(run):
+    for col in _numeric_columns(run) if histograms else ():
         vals = _values(run, col, own.get(col, []))
         if any(len(v) for v in vals.values()):
             n_own = sum(len(v) for k, v in vals.items() if k.startswith("rejected") and "other" not in k)
@@ -178,7 +191,8 @@ def figures(run: I.Run, funnel: dict, log_y: str = "auto") -> list[tuple[str, st
         figs.append(("Tokens per domain", _tokens_chart(tk)))
     timed = [s for s in st if s["seconds"]]
     if timed:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 0.35 * len(timed) + 1.5))
+        fig = _figure((10, 0.35 * len(timed) + 1.5))
+        a1, a2 = fig.subplots(1, 2)
         names = [s["stage"] for s in timed]
         a1.barh(names, [s["seconds"] for s in timed], color="#8172b3")
         a1.set_title("Time per stage (worker-seconds)")
@@ -199,7 +213,8 @@ def _tokens_chart(tk: dict) -> str:
     labels = {"tokens written": [f" {v:,.0f}" for v in written],
               "mixture target": [" –" if v is None else f" {v:,.0f}" for v in target]}
     target = [v or 0 for v in target]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(doms) + 1.5))
+    fig = _figure((8, 0.5 * len(doms) + 1.5))
+    ax = fig.subplots()
     y = np.arange(len(doms))
     pos = [v for v in written + target if v > 0]
     log = bool(pos) and max(pos) > 30 * min(pos)
@@ -241,8 +256,21 @@ def _settings_html(run: I.Run) -> str:
             f'<table id="settings"><tr><th>stage</th><th>setting</th><th>value</th></tr>{"".join(rows)}</table></section>')
 
 
-def render(run: I.Run, log_y: str = "auto") -> str:
-    """The report as an HTML string (no external resources). ``log_y``: see ``LOG_Y``."""
+def _histograms_note(run: I.Run) -> str:
+    """Where the signal histograms are when the run did not draw them: the columns, the command."""
+    cols = _numeric_columns(run)
+    if not cols:
+        return ""
+    names = ", ".join(f"<code>{html.escape(c)}</code>" for c in cols)
+    return (f'<section id="histograms"><h2>Signal histograms</h2><p>Not drawn by the run ({len(cols)} numeric '
+            f'signal columns, each a plot): <code>datapipe report {html.escape(run.url)}</code> draws them '
+            f"with their thresholds (or set <code>report: {{histograms: true}}</code> in the manifest). "
+            f"Columns: {names}.</p></section>")
+
+
+def render(run: I.Run, log_y: str = "auto", histograms: bool = True) -> str:
+    """The report as an HTML string (no external resources). ``log_y``: see ``LOG_Y``;
+    ``histograms``: draw one histogram per numeric signal column (else list them)."""
     f = I.funnel(run)
     rows = []
     for s in f["stages"]:
@@ -255,7 +283,9 @@ def render(run: I.Run, log_y: str = "auto") -> str:
                     + "</td></tr>")
     tot = f["totals"]
     imgs = "\n".join(f'<section><h2>{html.escape(t)}</h2><img alt="{html.escape(t)}" src="data:image/png;base64,{b}">'
-                     f"</section>" for t, b in figures(run, f, log_y))
+                     f"</section>" for t, b in figures(run, f, log_y, histograms))
+    if not histograms:
+        imgs += "\n" + _histograms_note(run)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>datapipe run report: {html.escape(run.url)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
@@ -273,13 +303,14 @@ rejected <b data-key="rejected">{tot['rejected']}</b>, errored <b data-key="erro
 
 
 def write_report(run_dir: str, out: str | None = None, storage_options: dict | None = None,
-                 log_y: str = "auto") -> str:
+                 log_y: str = "auto", histograms: bool = True) -> str:
     """Write the report of ``run_dir`` to ``out`` (default ``run_dir/report.html``); return its path.
-    ``log_y``: ``auto``, ``always`` or ``never`` (histograms' y axis; ValueError otherwise)."""
+    ``log_y``: ``auto``, ``always`` or ``never`` (histograms' y axis; ValueError otherwise);
+    ``histograms=False``: the summary plots only (what a run draws by default)."""
     if log_y not in LOG_Y:
         raise ValueError(f"log_y must be one of {', '.join(LOG_Y)}, not {log_y!r}")
     run = I.Run.open(run_dir, storage_options)
-    page = render(run, log_y)
+    page = render(run, log_y, histograms)
     target = out or join(run.url, "report.html")
     fs, path = fs_and_path(target, storage_options if out is None else None)
     with fs.open(path, "w", encoding="utf-8") as fh:

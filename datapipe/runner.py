@@ -85,23 +85,31 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
     (tokenizer, reference directories), inputs, the output location.
 
     A stage config's assets are checked once per process (loading them is most of the cost of a
-    small run); an asset removed after that fails the worker's setup instead, which errors the
-    file's task with the reason.
+    small run), and once per size + mtime of its asset files across processes where the stage
+    names them (``Stage.assets``, ``datapipe.check_cache``); an asset removed after that fails the
+    worker's setup instead, which errors the file's task with the reason.
 
     Returns the resolved inputs (canonical names; ``skipped``/``duplicates`` listed).
     ``probe_output=False`` (``--dry-run``) leaves the output location untouched.
     Raises ModelError / InputError / ManifestError / TokenizerError.
     """
+    from datapipe import check_cache
+
     for st in manifest.build_stages():
         # Assets resolve against the working directory and DATAPIPE_* variables: part of the key.
         env = sorted((k, v) for k, v in os.environ.items() if k.startswith("DATAPIPE_"))
         key = json.dumps([st.name, st.config.model_dump(mode="json"), os.getcwd(), env], sort_keys=True, default=str)
         if key not in _CHECKED:  # a notebook's second run of one chain does not load every model again
-            st.check()
+            if not check_cache.is_checked(st):  # checked by an earlier process, same asset files
+                st.check()
+                check_cache.remember(st)
             _CHECKED.add(key)
-    for ph in phases():
-        if ph.enabled(manifest):
-            ph(manifest).check()
+    for cls in phases():
+        if cls.enabled(manifest):
+            ph = cls(manifest)
+            if not check_cache.is_checked(ph):
+                ph.check()
+                check_cache.remember(ph)
     i = manifest.inputs
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
     if probe_output:

@@ -64,6 +64,13 @@ class Stage:
         """Fail fast before any work (missing model, bad word list path). Default: run ``setup``."""
         self.ensure_setup()
 
+    def assets(self) -> list | None:
+        """Paths of the files ``setup`` loads (models, word lists), or None (the default) when the
+        stage does not name them. A stage that names them is checked once per size + mtime of
+        those files, not in every run (``datapipe.check_cache``). Raise (OSError, ValueError, or
+        the stage's own error) when one cannot be resolved: the stage is then checked."""
+        return None
+
     def ensure_setup(self) -> None:
         if not self._ready:
             self.setup()
@@ -88,6 +95,17 @@ class Stage:
         from datapipe.stage_apply import apply_stage
 
         return apply_stage(self, data, lang=lang, url=url, **columns)
+
+
+def folder_assets(folder) -> list:
+    """A word-list folder as assets: the folder (its mtime moves when a file is added or removed)
+    and every file under it. Raises FileNotFoundError when it is not a folder."""
+    from pathlib import Path
+
+    d = Path(folder)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: not a folder")
+    return [d, *sorted(p for p in d.rglob("*") if p.is_file())]
 
 
 _REGISTRY: dict[str, type[Stage]] = {}

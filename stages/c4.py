@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 
 from datapipe.env import shared_data
 from datapipe.ranges import NonNegInt
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
 from datapipe.stages.lib import words as W
 
 _CITATION_RE = r"(?i)[ \t]*\[(?:\d+|edit|citation needed)\]"
@@ -208,10 +208,16 @@ class C4(Stage):
     Config = C4Config
     fields = FIELDS
 
+    def _bad_words_dir(self) -> Path:
+        return Path(self.config.bad_words_dir) if self.config.bad_words_dir else shared_data() / "wordlists" / "ldnoobw"
+
+    def assets(self) -> list:
+        return folder_assets(self._bad_words_dir()) if self.config.filter_bad_words else []
+
     def setup(self) -> None:
         self.bad_words = None
         if self.config.filter_bad_words:
-            folder = Path(self.config.bad_words_dir) if self.config.bad_words_dir else shared_data() / "wordlists" / "ldnoobw"
+            folder = self._bad_words_dir()
             if not folder.is_dir():
                 raise FileNotFoundError(f"c4: bad-word list folder {folder} not found (set bad_words_dir)")
             self.bad_words = BadWords(folder)

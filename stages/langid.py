@@ -81,6 +81,9 @@ class LangId(Stage):
     def setup(self) -> None:
         self._model = load_fasttext(resolve_model(self.config.model))
 
+    def assets(self) -> list:
+        return [resolve_model(self.config.model)]
+
     recomputable = True
 
     @classmethod

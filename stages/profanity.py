@@ -66,6 +66,19 @@ class Profanity(SpanScoreStage):
                               "alt-profanity-check==1.9.1; it needs scikit-learn==1.9.1)") from e
         self._predict = predict_prob
 
+    def assets(self) -> list:
+        """The pickled vectorizer and model inside the wheel, its loader, and scikit-learn (which
+        unpickles them: another version may not), located without importing either."""
+        import importlib.util
+        from pathlib import Path
+
+        spec, sk = importlib.util.find_spec("profanity_check"), importlib.util.find_spec("sklearn")
+        if spec is None or sk is None or not spec.origin or not sk.origin:
+            raise FileNotFoundError("alt-profanity-check or scikit-learn not installed")
+        pkg = Path(spec.origin).parent
+        return [pkg / "profanity_check.py", pkg / "data" / "model.joblib", pkg / "data" / "vectorizer.joblib",
+                Path(sk.origin)]
+
     def score_spans(self, spans: list[str]) -> np.ndarray:
         return np.asarray(self._predict(spans), dtype=np.float64)
 

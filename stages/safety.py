@@ -29,9 +29,20 @@ from pydantic import model_validator
 
 from datapipe.env import shared_data
 from datapipe.ranges import NonNegInt, PosInt, Probability, check_order
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, texts_in_languages, with_column
+from datapipe.stage import (Stage, StageConfig, folder_assets, merge_reasons, register, texts_in_languages,
+                            with_column)
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib import words as wd
+
+
+def classifier_assets(model_path: str | None) -> list:
+    """A fastText classifier's files for ``Stage.assets``: the model and its ``.json`` sidecar if any."""
+    from datapipe.classifiers.model import resolve_model_path
+
+    if not model_path:
+        raise ValueError("no model_path set")
+    p = resolve_model_path(model_path)
+    return [p] + ([p.with_suffix(".json")] if p.with_suffix(".json").is_file() else [])
 
 
 def shared_path(p: str) -> Path:
@@ -108,6 +119,11 @@ class URLBlocklist(Stage):
 
     fields: ClassVar[list[pa.Field]] = [pa.field("url_blocklist_match", pa.string())]
 
+    def assets(self) -> list:
+        c = self.config
+        return (([shared_path(c.ut1_path)] if c.use_ut1 else [])
+                + (folder_assets(shared_path(c.words_dir)) if c.use_words else []))
+
     def setup(self) -> None:
         c = self.config
         self._ut1 = wl.load_ut1(str(shared_path(c.ut1_path))) if c.use_ut1 else (np.zeros(0, np.uint64), frozenset())
@@ -174,6 +190,9 @@ class LDNOOBW(Stage):
         pa.field("ldnoobw_fraction", pa.float32()),
     ]
 
+    def assets(self) -> list:
+        return folder_assets(shared_path(self.config.words_dir))
+
     def setup(self) -> None:
         d = shared_path(self.config.words_dir)
         wl.require_file(d / "en", "Get the LDNOOBW lists (github.com/LDNOOBW/List-of-Dirty-Naughty-Obscene-and-"
@@ -233,6 +252,9 @@ class FastTextScoreStage(Stage):
         if not c.model_path:
             raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")
         self._clf = load_classifier(c.model_path, c.positive_label or None)
+
+    def assets(self) -> list:
+        return classifier_assets(self.config.model_path)
 
     how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
 
@@ -501,6 +523,9 @@ class FastTextSpanStage(SpanScoreStage):
         if not c.model_path:
             raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")
         self._clf = load_classifier(c.model_path, c.positive_label or None)
+
+    def assets(self) -> list:
+        return classifier_assets(self.config.model_path)
 
     def score_spans(self, spans: list[str]) -> np.ndarray:
         return self._clf.score(spans)

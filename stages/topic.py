@@ -34,6 +34,11 @@ class Topic(Stage):
 
         self._clf = load_classifier(self.config.model_path, require_positive=False)
 
+    def assets(self) -> list:
+        from datapipe.stages.safety import classifier_assets
+
+        return classifier_assets(self.config.model_path)
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()
         c = self.config

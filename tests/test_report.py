@@ -27,18 +27,55 @@ def run_dir(data_dir, tmp_path_factory):
     inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
     res = _run(inputs, out)
     assert res.report == str(out) + "/report.html" or Path(res.report) == out / "report.html"
+    # The histograms are drawn on demand (issue 16: they were most of a small run's fixed cost).
+    assert cli.main(["report", str(out), "--out", str(out / "full.html")]) == 0
     return out
+
+
+def _images(page: str) -> dict:
+    return dict(re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))
 
 
 def test_report_is_written_by_the_run_with_embedded_plots(run_dir):
     page = (run_dir / "report.html").read_text()
-    imgs = dict(re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))
-    for title in ("Funnel", "Rejections by reason", "Languages", "Histogram: lang_score",
-                  "Histogram: gopher_word_count", "Per-stage time and throughput"):
+    imgs = _images(page)
+    for title in ("Funnel", "Rejections by reason", "Languages", "Per-stage time and throughput"):
         assert title in imgs, title
         assert base64.b64decode(imgs[title])[:8] == b"\x89PNG\r\n\x1a\n"
+    # The run lists the signal columns and the command that draws them, and draws none itself.
+    assert not [t for t in imgs if t.startswith("Histogram:")]
+    note = re.search(r'<section id="histograms">(.*?)</section>', page, re.S).group(1)
+    assert f"datapipe report {run_dir}" in note
+    for col in ("lang_score", "gopher_word_count", "gopher_mean_word_length"):
+        assert f"<code>{col}</code>" in note
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # nothing fetched to view it
     assert "<script" not in page and "<link" not in page
+
+
+def test_report_command_draws_every_signal_histogram(run_dir):
+    page = (run_dir / "full.html").read_text()
+    imgs = _images(page)
+    summary = _images((run_dir / "report.html").read_text())
+    hist = [t for t in imgs if t.startswith("Histogram: ")]
+    note = re.search(r'<section id="histograms">(.*?)</section>', (run_dir / "report.html").read_text(), re.S).group(1)
+    listed = re.findall(r"<code>(\w+)</code>", note)
+    assert sorted(t.removeprefix("Histogram: ") for t in hist) == sorted(listed)  # one per listed column
+    for title in ("Histogram: lang_score", "Histogram: gopher_word_count"):
+        assert base64.b64decode(imgs[title])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert set(summary) <= set(imgs) and 'id="histograms"' not in page
+
+
+def test_run_draws_histograms_when_the_manifest_asks(monkeypatch):
+    from datapipe.stages.phases import report as phase
+
+    seen = {}
+    monkeypatch.setattr(report, "write_report", lambda out, **kw: seen.update(kw) or f"{out}/report.html")
+    for section, want in ((None, False), ({"histograms": True}, True)):
+        m = load_manifest(REPO / "manifests" / "cc-2026.yaml", {"inputs.crawl": None, "inputs.paths": ["x.warc.gz"],
+                                                                "report": section})
+        phase.ReportPhase(m).run(type("Ctx", (), {"output": "o", "storage_options": {},
+                                                  "progress": staticmethod(lambda step: None)})())
+        assert seen["histograms"] is want
 
 
 def test_report_numbers_equal_ledger(run_dir):
@@ -96,7 +133,7 @@ def page_in_chromium(run_dir, tmp_path):
             viewport={"width": 1100, "height": 900}, offline=True)
         try:
             page = browser.new_page()
-            page.goto((run_dir / "report.html").as_uri(), wait_until="load")
+            page.goto((run_dir / "full.html").as_uri(), wait_until="load")  # every plot, histograms too
             yield page
         finally:
             browser.close()
@@ -106,7 +143,7 @@ def test_report_renders_in_chromium(page_in_chromium, run_dir, tmp_path):
     from PIL import Image
 
     page = page_in_chromium
-    src = (run_dir / "report.html").read_text()
+    src = (run_dir / "full.html").read_text()
     n_imgs = src.count("<img ")
     assert n_imgs >= 6
     # Every plot decoded by the browser (naturalWidth) and laid out with a visible size.

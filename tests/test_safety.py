@@ -307,3 +307,26 @@ def test_safety_set_test_split_figures():
     assert chain["false_rejection"]["rate"] <= 0.02 and chain["false_rejection_benign"]["rate"] == 0.0
     # The whole-document stages it replaced caught almost nothing on the same pages.
     assert res["old"]["chain"]["recall"]["rate"] <= 0.10
+
+
+def test_ut1_urls_are_read_from_the_cache_on_later_loads(tmp_path, monkeypatch):
+    """Issue 16: the ``urls`` member comes after ``domains``, so reading it inflated the whole
+    tarball on every worker start; it is cached beside the domain hashes, keyed the same."""
+    import io
+    import tarfile
+
+    monkeypatch.setenv("DATAPIPE_CACHE", str(tmp_path / "cache"))
+    tar = tmp_path / "ut1.tar.gz"
+    with tarfile.open(tar, "w:gz") as tf:
+        for name, body in (("domains", b"Example.com\nbad.org\n"), ("urls", b"Bad.org/Path/\n  x.net/a \n\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tf.addfile(info, io.BytesIO(body))
+    wl.load_ut1.cache_clear()
+    first = wl.load_ut1(str(tar))
+    assert first[1] == frozenset({"bad.org/path", "x.net/a"})
+    (cached,) = (tmp_path / "cache").glob("ut1_urls_*.txt")
+    cached.write_text("bad.org/path\nx.net/a\nfrom.cache/only", encoding="utf-8")  # proves the cache is read
+    wl.load_ut1.cache_clear()
+    assert wl.load_ut1(str(tar))[1] == first[1] | {"from.cache/only"}
+    wl.load_ut1.cache_clear()

@@ -8,7 +8,10 @@ several stage instances in one worker share the memory.
   of ~400 MB for a Python set), looked up with ``numpy.searchsorted``. The chance that a domain
   that is not on the list collides with one of the 4.6 M hashes is about 4.6e6 / 2**64 = 2.5e-13
   per lookup. Building the array takes ~6 s; it is cached as ``.npy`` under ``cache_dir()`` keyed
-  by the tarball's size and mtime, so later workers load it in well under a second.
+  by the tarball's size and mtime, so later workers load it in well under a second. The ``urls``
+  member (host/path entries) sits after ``domains`` in the tarball, so reading it inflates the whole
+  123 MB again (~0.6 s, a worker's largest start-up cost after the models): it is cached beside the
+  array as one UTF-8 line per entry, the same key.
 * DataTrove URL-filter words (``wordlists/datatrove_url_filter/``): normalised like DataTrove
   (lower case, everything but ``[a-z0-9]`` removed); sub-words go into a ``pyahocorasick``
   automaton.
@@ -33,7 +36,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 
 def cache_dir() -> Path:
     """``$DATAPIPE_CACHE`` or ``~/.cache/datapipe`` (derived, rebuildable files only)."""
-    return Path(os.environ.get("DATAPIPE_CACHE", Path.home() / ".cache" / "datapipe"))
+    from datapipe.env import cache_dir as shared_cache_dir
+
+    return shared_cache_dir()
 
 
 def require_file(path: Path, how: str) -> Path:
@@ -97,11 +102,27 @@ def load_ut1(tar_path: str) -> tuple[np.ndarray, frozenset[str]]:
             os.replace(tmp, cached)
         except OSError:
             pass
+    return arr, _ut1_urls(path, cached.with_name(f"ut1_urls_{key}.txt"))
+
+
+def _ut1_urls(path: Path, cached: Path) -> frozenset[str]:
+    """The normalised ``urls`` entries of the tarball, read from ``cached`` when it is there."""
+    try:
+        return frozenset(cached.read_text(encoding="utf-8").split("\n")) - {""}
+    except (OSError, UnicodeDecodeError):
+        pass
     with tarfile.open(path, "r:gz") as tf:
         member = tf.extractfile("urls")
         urls = frozenset(u.strip().lower().rstrip("/") for u in member.read().decode("utf-8", "replace").splitlines()
                          if u.strip()) if member else frozenset()
-    return arr, urls
+    try:  # written whole, then renamed: a reader never sees a part
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        tmp.write_text("\n".join(sorted(urls)), encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:
+        pass
+    return urls
 
 
 def parent_domains(host: str) -> list[str]:

@@ -1,7 +1,8 @@
-"""Phase ``report``: ``OUTPUT/report.html``, the run explained (funnel, signal histograms with
-thresholds, dedup clusters, tokens per domain; see datapipe.report). Section ``report:``
-(``enabled: false`` skips it, e.g. in tests). Reads every output, so any change redraws it; a
-failure to draw is a warning, never a failed run."""
+"""Phase ``report``: ``OUTPUT/report.html``, the run explained (funnel, reasons, languages, dedup
+clusters, tokens per domain, time per stage; see datapipe.report). Section ``report:``
+(``enabled: false`` skips it, e.g. in tests; ``histograms: true`` also draws one histogram per
+signal column, which ``datapipe report RUN_DIR`` does on demand). Reads every output, so any change
+redraws it; a failure to draw is a warning, never a failed run."""
 from __future__ import annotations
 
 from typing import Literal
@@ -16,6 +17,10 @@ class ReportConfig(BaseModel):
     enabled: bool = True
     #: Histograms' y axis: ``auto`` (log when kept and rejected counts differ 20x), ``always``, ``never``.
     log_y: Literal["auto", "always", "never"] = "auto"
+    #: One histogram per numeric signal column, thresholds drawn (about 40 plots on the main chain,
+    #: 0.1-0.3 s each: most of a small run's fixed cost, issue 16). Off: the run lists the columns
+    #: and ``datapipe report RUN_DIR`` draws them.
+    histograms: bool = False
 
 
 @register_phase
@@ -43,4 +48,4 @@ class ReportPhase(Phase):
         ctx.progress("draw the report")
         cfg = self.manifest.section("report") or ReportConfig()
         return PhaseResult(stats={"path": write_report(ctx.output, storage_options=ctx.storage_options,
-                                                       log_y=cfg.log_y)})
+                                                       log_y=cfg.log_y, histograms=cfg.histograms)})

@@ -287,6 +287,9 @@ class TokenizePhase(Phase):
     def check(self) -> None:
         load_tokenizer(self._configs()[1])  # TokenizerError before any work
 
+    def assets(self) -> list:
+        return resolve_files(self._configs()[1])[1]
+
     def outputs_present(self, ctx: PhaseContext) -> bool:
         fs, root = fsspec.core.url_to_fs(ctx.url(self._configs()[1].output, "index.json"), **ctx.storage_options)
         return fs.exists(root)
