@@ -65,7 +65,9 @@ with runner.dask_client(m, quiet=True) as client:
     res = runner.run(m, inputs, client=client, on_phase=on_phase)
     mark(seen[-1] + " + verify" if seen else "phase 1 + verify")
 mark("cluster shutdown")
-print(json.dumps({"t0": T0, "marks": marks, "kept": res.ledger.totals()["kept"], "report": res.report}))
+stage_s = {k: round(c.seconds, 3) for k, c in res.ledger.stages.items()}
+print(json.dumps({"t0": T0, "marks": marks, "kept": res.ledger.totals()["kept"], "report": res.report,
+                  "stage_s": stage_s}))
 """
 
 
@@ -104,7 +106,7 @@ def timeline(inp: Path, out: Path, workers: int) -> dict:
     steps["exit"] = end - prev
     total = end - t
     return {"steps": steps, "total": total, "fixed": total - steps["cluster start"], "kept": r["kept"],
-            "report": r["report"], "cpu": cpu}
+            "report": r["report"], "cpu": cpu, "stage_s": r["stage_s"]}
 
 
 def cli(inp: Path, out: Path, workers: int) -> float:
@@ -152,6 +154,7 @@ def main() -> None:
            "total_s": spread([r["total"] for r in runs]),
            "cpu_s_process_tree": spread([r["cpu"] for r in runs]),
            "steps_s": {n: spread([r["steps"].get(n, 0.0) for r in runs]) for n in names},
+           "ledger_stage_s": {n: spread([r["stage_s"].get(n, 0.0) for r in runs]) for n in runs[-1]["stage_s"]},
            "loadavg": [load0, os.getloadavg()]}
     if clis:
         res["datapipe_run_s"] = spread(clis)

@@ -17,7 +17,8 @@ Steps, each a subprocess so that pinning and virtualenvs stay separate:
   4. bench_phase1.py --part dask (1 worker on core 0, 2 workers on cores 0-1);
   5. the other engineers' scripts, if present: bench_dedup.py, bench_tokenize.py, bench_rules.py (rule
      families vs datatrove's filters: docs/s and keep/reject agreement), bench_extraction.py (extraction
-     quality and docs/s vs trafilatura 2.3.1) (one JSON object each).
+     quality and docs/s vs trafilatura 2.3.1), bench_fixed_cost.py (the main manifest on a one-record
+     WARC: cluster start vs everything else, wall and CPU, 3 fresh runs) (one JSON object each).
 Every ratio compares two figures of this run; none uses a remembered number.
 """
 from __future__ import annotations
@@ -44,9 +45,10 @@ HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "extraction": "bench_extraction.py",  # quality + docs/s vs trafilatura; pins itself to one core
            "retune": "bench_retune.py",  # late-stage threshold change vs the full run, main manifest
            "pii": "bench_pii.py",  # PII test-split P/R, new stage vs the previous one, live
-           "safety": "bench_safety.py"}  # safety test set recall / false rejection, new vs whole-document scoring
+           "safety": "bench_safety.py",  # safety test set recall / false rejection, new vs whole-document scoring
+           "fixed_cost": "bench_fixed_cost.py"}  # main manifest on a 1-record WARC: cluster start vs the rest (issue 16)
 HELPER_TIMEOUT_S = 420
-HELPER_TIMEOUTS = {"extraction": 2400}  # trafilatura, two modes: 3 passes over ~1,700 test pages at ~20-40 docs/s
+HELPER_TIMEOUTS = {"extraction": 2400, "fixed_cost": 1200}  # fixed_cost: 3 x (timeline + datapipe run), fresh processes  # trafilatura, two modes: 3 passes over ~1,700 test pages at ~20-40 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-community", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
 

@@ -256,6 +256,10 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     specs = plan.specs
     monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
     client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
+    if specs:  # models, sandbox and kernels load on every worker beside the first task, not in it
+        from datapipe.warmup import ChainWarmup
+
+        client.register_plugin(ChainWarmup(specs[0].stages))
     dashboard = client.dashboard_link
     if on_dashboard:
         on_dashboard(dashboard)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ log = logging.getLogger("datapipe")
 
 SCHEMA_VERSION = 3  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id)
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
+#: One lock per cached stage: a worker's warm-up thread (datapipe.warmup) and its first task may
+#: reach a stage's setup at once; the second waits for the first instead of loading it twice.
+_SETUP_LOCKS: dict[str, threading.Lock] = {}
+_CACHE_LOCK = threading.Lock()
 #: Phase-1 outputs of a task: kind -> folder under the run directory.
 KINDS = {"kept": "_filtered", "rejected": "rejected", "errors": "errors"}
 ROW_GROUP_ROWS = 50_000
@@ -145,17 +150,21 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
 
 
 def build_chain(stages: list[dict]) -> list[Stage]:
-    """Stage instances for a chain, cached per worker process by their configuration."""
+    """Stage instances for a chain, cached per worker process by their configuration, set up
+    (thread-safe: one setup per cached stage)."""
     reg = registry()
     chain = []
     for item in stages:
         (name, cfg), = item.items()
         key = json.dumps([name, cfg], sort_keys=True, default=str)
-        if key not in _STAGE_CACHE:
-            cls = reg[name]
-            _STAGE_CACHE[key] = cls(cls.Config(**(cfg or {})))
-        st = _STAGE_CACHE[key]
-        st.ensure_setup()
+        with _CACHE_LOCK:
+            if key not in _STAGE_CACHE:
+                cls = reg[name]
+                _STAGE_CACHE[key] = cls(cls.Config(**(cfg or {})))
+                _SETUP_LOCKS[key] = threading.Lock()
+            st, lock = _STAGE_CACHE[key], _SETUP_LOCKS[key]
+        with lock:
+            st.ensure_setup()
         chain.append(st)
     return chain
 

@@ -61,6 +61,13 @@ class DedupSignatures(Stage):
         seed: Seed = 1
         shingle_hash: Literal["poly64", "xxh32"] = "poly64"
 
+    def setup(self) -> None:
+        # Load the compiled kernels (numba's on-disk cache; its first call in a process also sets
+        # up numba's target context, ~1.5 s) and the fold tables now, at worker start, not in the
+        # first batch's stage time (issue 16).
+        c = self.config
+        signature_columns(["warm up the kernels"], c.num_perm, c.seed, c.ngram, c.shingle_hash)
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         c = self.config
         texts = batch.column("text").to_pylist() if batch.num_rows else []

@@ -1,0 +1,68 @@
+"""Worker warm-up (datapipe/warmup.py): the chain set up beside the first task, each stage once."""
+from __future__ import annotations
+
+import threading
+import time
+
+from datapipe import task, warmup
+from datapipe.stage import Stage, StageConfig
+
+
+def _fake_registry(log: list):
+    def make(name):
+        class Slow(Stage):
+            Config = StageConfig
+
+            def setup(self):
+                log.append((name, threading.current_thread().name))
+                time.sleep(0.3)  # long beside a thread start, even on a loaded machine
+
+        Slow.name = name
+        return Slow
+
+    return {n: make(n) for n in ("a", "b", "c", "d")}
+
+
+def test_warmup_and_a_task_set_up_each_stage_once(monkeypatch):
+    log: list = []
+    monkeypatch.setattr(task, "registry", lambda reg=_fake_registry(log): reg)
+    monkeypatch.setattr(task, "_STAGE_CACHE", {})
+    monkeypatch.setattr(task, "_SETUP_LOCKS", {})
+    chain = [{"a": {}}, {"b": {}}, {"c": {}}, {"d": {}}]
+    plugin = warmup.ChainWarmup(chain)
+    plugin.setup(worker=None)
+    built = task.build_chain(chain)  # the first task, meanwhile, in this thread
+    plugin.thread.join(5)
+    assert [st.name for st in built] == ["a", "b", "c", "d"] and all(st._ready for st in built)
+    assert sorted(n for n, _ in log) == ["a", "b", "c", "d"]  # each set up exactly once
+    warm = [n for n, th in log if th == "datapipe-warmup"]
+    assert warm and warm == sorted(warm, reverse=True)  # the warm-up walks the chain from its end
+    assert "d" in warm  # it started where the task was not
+
+
+def test_a_failing_setup_in_the_warmup_is_left_to_the_task(monkeypatch):
+    import pytest
+
+    class Broken(Stage):
+        name = "broken"
+        Config = StageConfig
+
+        def setup(self):
+            raise FileNotFoundError("model.bin not found")
+
+    monkeypatch.setattr(task, "registry", lambda: {"broken": Broken})
+    monkeypatch.setattr(task, "_STAGE_CACHE", {})
+    monkeypatch.setattr(task, "_SETUP_LOCKS", {})
+    warmup.warm([{"broken": {}}])  # logged, not raised
+    with pytest.raises(FileNotFoundError, match="model.bin"):
+        task.build_chain([{"broken": {}}])
+
+
+def test_dedup_signatures_setup_loads_the_kernels():
+    """Issue 16: numba's first call (cache load + target context) happened in the first batch,
+    counted as dedup_signatures stage time; now it is part of setup."""
+    from datapipe.stages.dedup_signatures import DedupSignatures
+    from datapipe.stages.lib import minhash_kernel as kernel
+
+    DedupSignatures().ensure_setup()
+    assert kernel.minhash_batch.signatures  # compiled (or loaded from the cache) for its argument types
