@@ -143,6 +143,10 @@ def dashboard_exposed(address: str | None) -> bool:
     return host not in ("127.0.0.1", "localhost", "::1")
 
 
+#: With no worker at all for this long, a LocalCluster's waiting tasks fail (NoValidWorkerError).
+NO_WORKERS_TIMEOUT = "10 minutes"
+
+
 def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="auto",
                   dashboard_address: str | None = "127.0.0.1:8787", retries: int = 2):
     """The LocalCluster of ``datapipe run`` (and benchmarks/bench_scaling.py): worker processes
@@ -150,18 +154,23 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="aut
     ``procenv.worker_environ`` (malloc thresholds, library thread pools capped to its threads:
     one host, one worker per core, see datapipe/procenv.py).
     allowed_failures: a task whose worker dies (e.g. over memory_limit) is retried ``retries``
-    times, like a task that raises, then reported as KilledWorker (its file errored, see run)."""
+    times, like a task that raises, then reported as KilledWorker (its file errored, see run).
+    A killed worker comes back (``HealingLocalCluster``: Dask's LocalCluster can drop it for
+    good); should every worker stay gone for ``NO_WORKERS_TIMEOUT``, the waiting tasks fail
+    (Dask's ``no-workers-timeout``) instead of the run waiting forever."""
     import dask
-    from distributed import LocalCluster
 
     from datapipe import procenv
+    from datapipe.healing_cluster import HealingLocalCluster
 
     env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **procenv.worker_environ(threads_per_worker)}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": env, **procenv.DASK_CONFIG}):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-                            memory_limit=memory_limit, dashboard_address=dashboard_address,
-                            host="127.0.0.1", silence_logs=logging.ERROR,
-                            scheduler_kwargs={"allowed_failures": retries})
+    cfg = {"distributed.nanny.pre-spawn-environ": env,
+           "distributed.scheduler.no-workers-timeout": NO_WORKERS_TIMEOUT, **procenv.DASK_CONFIG}
+    with dask.config.set(cfg):
+        return HealingLocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+                                   memory_limit=memory_limit, dashboard_address=dashboard_address,
+                                   host="127.0.0.1", silence_logs=logging.ERROR,
+                                   scheduler_kwargs={"allowed_failures": retries})
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """Dedup at scale, small (issue 17): shuffle files per step O(S + P), a giant template cluster
-in bounded worker memory, a worker killed in every step, tasks that carry no shard list."""
+in bounded worker memory, tasks that carry no shard list (workers killed in steps:
+tests/test_dedup_faults.py)."""
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 import sys
@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from distributed import Client, LocalCluster
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from datapipe.stages.phases.dedup import DedupConfig, run_dedup
 from datapipe.stages.phases.dedup.phase import load_stats
@@ -39,11 +38,6 @@ def _state(run) -> dict:
             for r in pq.read_table(f, columns=["id", "reject_reason", "duplicate_of"]).to_pylist():
                 out[r["id"]] = (r["reject_reason"] or "kept", r["duplicate_of"])
     return out
-
-
-def _bytes(run) -> dict:
-    return {f"{sub}/{p.name}": p.read_bytes() for sub in ("documents", "rejected")
-            for p in sorted((run / sub).glob("*.parquet"))}
 
 
 @pytest.mark.parametrize("nshards,nparts", [(5, 3), (5, 9)])
@@ -97,64 +91,6 @@ def test_giant_cluster_bounded_memory(tmp_path):
     print(f"peak RSS: plain {base / 2**20:.0f} MiB, with a 30% cluster {peak / 2**20:.0f} MiB")
     assert peak <= 1.5 * 2**30
     assert peak - base <= 100 * 2**20
-
-
-class _KillOnce(WorkerPlugin):
-    """Kills the worker process as the first task of each listed dedup step starts executing."""
-
-    def __init__(self, flag_dir: str, steps: list[str]):
-        self.flag_dir, self.steps = flag_dir, steps
-
-    def transition(self, key, start, finish, **kwargs):
-        k = key if isinstance(key, str) else str(key)
-        if finish != "executing" or not k.startswith("dedup-"):
-            return
-        step = k[len("dedup-"):].rsplit("-", 2)[0]
-        if step in self.steps:
-            try:
-                fd = os.open(os.path.join(self.flag_dir, step), os.O_CREAT | os.O_EXCL)
-            except FileExistsError:
-                return
-            os.close(fd)
-            os._exit(1)
-
-
-STEPS = ["exact_map", "exact_reduce", "lines_map", "lines_reduce", "lines_edit", "bands_map", "bands_reduce",
-         "verify_src", "verify_dst", "cc1", "cc2", "labels", "comps_map", "comps_reduce", "ngram_map",
-         "ngram_reduce", "ngram_edit", "apply"]
-
-
-def _kill_run(tmp_path, steps: list[str]):
-    c = make_corpus(800, seed=9, giant_fraction=0.2)
-    for i in range(0, len(c.docs) - 1, 10):   # paragraphs shared across documents, for the ngram step
-        c.docs[i] = dict(c.docs[i], text=c.docs[i + 1]["text"] + "\n" + c.docs[i]["text"])
-    cfg = DedupConfig(partitions=3, lines={"enabled": True, "max_count": 40},
-                      ngram={"enabled": True, "mode": ["paragraph", "document"], "ngram": 5, "threshold": 0.3})
-    fresh, killed = tmp_path / "fresh", tmp_path / "killed"
-    _write(fresh, c.docs, 3)
-    _write(killed, c.docs, 3)
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                      scheduler_kwargs={"allowed_failures": 3}) as lc, Client(lc) as cl:
-        want = run_dedup(cl, str(fresh), cfg)
-        cl.register_plugin(_KillOnce(str(flags), steps))
-        got = run_dedup(cl, str(killed), cfg, retries=2)
-    assert sorted(os.listdir(flags)) == sorted(steps)     # a worker died in each step
-    assert _bytes(killed) == _bytes(fresh)
-    assert {k: (v.n_in, v.kept, v.bytes_out) for k, v in got.items()} == \
-        {k: (v.n_in, v.kept, v.bytes_out) for k, v in want.items()}
-    assert want["dedup_ngram"].bytes_out < want["dedup_ngram"].bytes_in   # the ngram step did something
-
-
-def test_worker_killed_in_three_steps_same_output(tmp_path):
-    """A streaming reduce, a star round and the apply (each restart costs seconds: all steps is slow)."""
-    _kill_run(tmp_path, ["bands_reduce", "cc1", "apply"])
-
-
-@pytest.mark.slow
-def test_worker_killed_in_every_step_same_output(tmp_path):
-    _kill_run(tmp_path, STEPS)
 
 
 def test_task_arguments_do_not_grow_with_shards(tmp_path):

@@ -14,6 +14,7 @@ Sizes stay bounded whatever the largest cluster (issue 17):
 from __future__ import annotations
 
 import json
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -189,7 +190,7 @@ def _write_sets(ctx: Ctx, rel: str, nodes, vals, off) -> None:
                        metadata={"block_first_node": json.dumps([int(x) for x in starts])})
     path = ctx.work.path(rel)
     ctx.work.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-    tmp = path + ".tmp"
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"   # two attempts of one task never share a temporary file
     with ctx.work.fs.open(tmp, "wb") as fh, pa.ipc.new_file(fh, schema) as w:
         for b in range(0, len(nodes), _SET_BLOCK):
             e = min(b + _SET_BLOCK, len(nodes))

@@ -61,12 +61,15 @@ def step_names(config: DedupConfig) -> list[str]:
 
 class StepRunner:
     """Runs one step's tasks (``fn(ctx, item, *extra)`` per item) with ``retries`` and task keys
-    ``dedup-<step>-<item>-<fp>``, then writes the step's completion marker; a step whose marker
-    is there returns its stored results without running. ``cleanup``: work folders removed once
-    the marker is written (one recursive delete per folder)."""
+    ``dedup-<step>-<item>-<tag>`` (tag: hash of the plan fingerprint and the work directory),
+    then writes the step's completion marker; a step whose marker is there returns its stored
+    results (and files) without running. ``cleanup``: work folders removed once the marker is
+    written (one recursive delete per folder)."""
 
     def __init__(self, client, ctx: Ctx, retries: int):
         self.client, self.ctx, self.retries = client, ctx, retries
+        # one key per plan and run directory: two runs on one cluster never share a task's result
+        self.tag = hashlib.sha256(f"{ctx.fp}\0{ctx.work.url}".encode()).hexdigest()[:12]
         self.ran: list[str] = []
         self.files: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = {}   # wall time of the steps run here (not resumed ones)
@@ -93,11 +96,15 @@ class StepRunner:
 
     def __call__(self, name: str, fn, items, *extra, cleanup=(), marker: bool = True) -> list:
         done = f"done/{name}.json"
-        if marker and self.ctx.work.exists(done):
-            return self.ctx.work.read_json(marker)["results"]
+        if marker and self.ctx.work.exists(done):   # finished before a crash: resumed, not rerun
+            stored = self.ctx.work.read_json(done)
+            self.files[name] = stored["files"]
+            return stored["results"]
+        if self.files and not self.ran:
+            self._new_files()   # the first step after resumed ones counts only its own files
         items = list(items)
         n = len(items)
-        keys = [f"dedup-{name}-{i}-{self.ctx.fp[:12]}" for i in items]
+        keys = [f"dedup-{name}-{i}-{self.tag}" for i in items]
         t0 = time.perf_counter()
         futs = self.client.map(fn, [self.ctx] * n, items, *[[e] * n for e in extra], key=keys,
                                retries=self.retries, pure=False)
