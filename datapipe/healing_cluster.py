@@ -9,13 +9,14 @@ row (issue 17):
   worker killed twice within 15 s, still restarting from the second kill when the first timer
   fires, has its nanny closed although it came back in between (distributed 2026.8.0,
   ``SpecCluster._update_worker_status``);
-* a worker that dies before it has reported to its nanny is not restarted (by design since
-  dask/distributed#6427: a worker that fails to start is not retried).
+* a worker whose nanny is gone (closed, or given up on a worker that failed to start: by design
+  since dask/distributed#6427) is never started again.
 
 With two workers both lost, tasks wait for a worker forever: the phase hangs. Here the timer of a
 loss does nothing when a worker of that name registered since the loss (it came back; a later
-loss has its own timer), and a worker still missing when its timer fires is replaced by a fresh
-nanny of the same spec, at most ``max_replacements`` times over the cluster's life (a worker
+loss has its own timer), looks again later while the nanny is still restarting it (a slow start
+on a loaded host), and a worker still missing when its timer fires is replaced by a fresh nanny
+of the same spec, at most ``max_replacements`` times over the cluster's life (a worker
 that can never start, e.g. a broken environment, still ends in an error, not in a loop).
 """
 from __future__ import annotations
@@ -62,6 +63,10 @@ class HealingLocalCluster(LocalCluster):
             return
         if any(d.get("name") == name for d in self.scheduler_info["workers"].values()):
             return
+        if _restarting(self.workers.get(name)):   # a slow restart (a loaded host) is no loss: look again later
+            delay = parse_timedelta(dask.config.get("distributed.deploy.lost-worker-timeout"))
+            asyncio.get_running_loop().call_later(delay, self._lost, name, registrations)
+            return
         if self.replaced >= self.max_replacements:
             log.error("worker %s did not come back and %d workers were replaced already: not replacing it",
                       name, self.replaced)
@@ -71,6 +76,7 @@ class HealingLocalCluster(LocalCluster):
         self._futures.add(asyncio.ensure_future(self._replace(name)))
 
     async def _replace(self, name) -> None:
+        """Close the nanny of ``name`` (if any) and start a new one from ``worker_spec``."""
         self._replacing.add(name)
         try:
             old = self.workers.pop(name, None)
@@ -80,3 +86,10 @@ class HealingLocalCluster(LocalCluster):
                 await self._correct_state()   # opens every worker of worker_spec not in self.workers
         finally:
             self._replacing.discard(name)
+
+
+def _restarting(nanny) -> bool:
+    """True while ``nanny`` is up and its worker process is starting or running (not given up)."""
+    proc = getattr(nanny, "process", None)
+    return (nanny is not None and nanny.status == Status.running and proc is not None
+            and getattr(proc, "status", None) in (Status.starting, Status.running))

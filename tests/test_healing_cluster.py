@@ -48,9 +48,20 @@ def test_dask_local_cluster_drops_a_worker_lost_past_the_timeout():
         assert 0 not in lc.workers and not lc.workers
 
 
-def test_healing_cluster_replaces_it():
+def test_healing_cluster_waits_for_a_slow_restart():
+    """A restart slower than the timeout is waited for: the same nanny brings the worker back."""
     with _kill(HealingLocalCluster) as (lc, cl, nanny, pid):
         assert _wait(lambda: len(cl.scheduler_info()["workers"]) == 1, 60)
+        assert cl.submit(os.getpid, pure=False).result(timeout=30) != pid
+        assert lc.replaced == 0 and lc.workers[0] is nanny
+
+
+def test_healing_cluster_replaces_a_worker_whose_nanny_is_gone():
+    """The nanny closes too (as when it gives up on a worker, or its own process is lost): a new
+    nanny of the same spec brings the worker back."""
+    with _kill(HealingLocalCluster) as (lc, cl, nanny, pid):
+        lc.sync(nanny.close)
+        assert _wait(lambda: len(cl.scheduler_info()["workers"]) == 1, 90)
         assert cl.submit(os.getpid, pure=False).result(timeout=30) != pid
         assert lc.replaced == 1 and lc.workers[0] is not nanny
 
@@ -63,7 +74,7 @@ class _Stub:
 
         self.scheduler_info = {"workers": {}}
         self._registrations, self.replaced, self.status = Counter(), 0, Status.running
-        self._futures, self.replacing, self._replacing = set(), [], set()
+        self._futures, self.replacing, self._replacing, self.workers = set(), [], set(), {}
         self.max_replacements = HealingLocalCluster.max_replacements
 
     async def _replace(self, name):
