@@ -143,6 +143,10 @@ def _analyse(records, tmp_path, name):
     return analyse([json.loads(json.dumps(r)) for r in records], ["a", "b", "c"], ["a", "b", "c"], m, {}, out), out
 
 
+def objs_ids(recs):
+    return {r["mixture_id"] for r in recs}
+
+
 def test_ranking_and_recommendation_do_not_depend_on_candidate_order(tmp_path):
     recs = _records(12)
     shuffled = recs[:]
@@ -151,6 +155,8 @@ def test_ranking_and_recommendation_do_not_depend_on_candidate_order(tmp_path):
     a, out_a = _analyse(recs, tmp_path, "a")
     b, out_b = _analyse(shuffled, tmp_path, "b")
     assert a["ranking"] == b["ranking"] and a["recommended"] == b["recommended"]
+    assert a["holdout_mixtures"] == b["holdout_mixtures"] and len(a["holdout_mixtures"]) == 3  # 25% of 12
+    assert all(h["predicted"] is not None and h["mixture_id"] in objs_ids(recs) for h in a["holdout_mixtures"])
     assert (out_a / "ranking.md").read_text() == (out_b / "ranking.md").read_text()
     assert (out_a / "recommended_mix.yaml").read_text() == (out_b / "recommended_mix.yaml").read_text()
     objs = {r["mixture_id"]: np.mean([v["loss"] for v in r["eval"].values()]) for r in recs}
@@ -217,3 +223,48 @@ def test_fit_that_fails_on_held_out_mixtures_is_not_trusted():
     res = fit_and_recommend(x, noise, np.ones(3), samples=2_000, top_k=20, seed=0,
                             holdout=holdout_mask([f"m{i}" for i in range(16)], 0.25, 0))
     assert res["fallback"] and res["holdout"]["n"] == 4
+
+
+def test_heldout_mixtures_never_enter_the_fit():
+    """The held-out mixtures' losses only judge the fit: moving them changes no fitted quantity
+    (predictions, leave-one-out, in-sample R^2, the recommendation while the fit stays trusted), only
+    the held-out score; losses the fit cannot predict make it untrusted (fallback to the best tried);
+    and the fit equals one made on the fitted rows alone."""
+    from datapipe.ablate.regmix import fit_and_recommend, holdout_mask
+
+    rng = np.random.default_rng(5)
+    x = rng.dirichlet(np.ones(3), size=16)
+    hold = holdout_mask([f"mix-{i:02d}" for i in range(16)], 0.25, 0)
+    assert hold.sum() == 4
+    kw = dict(samples=5_000, top_k=20, seed=0, holdout=hold)
+    clean = fit_and_recommend(x, _true(x), np.ones(3), **kw)
+    moved = _true(x)
+    moved[hold] += 0.02 * rng.standard_normal((4, 3))  # a little measurement noise on the held-out rows
+    noisy = fit_and_recommend(x, moved, np.ones(3), **kw)
+    assert not clean["fallback"] and not noisy["fallback"]
+    for k in ("weights", "predicted", "loo_spearman", "loo_mae", "loo_mae_sets", "r2_train"):
+        assert np.allclose(clean[k], noisy[k]), k
+    assert clean["holdout"]["predicted"] == noisy["holdout"]["predicted"]  # the same fitted models
+    assert clean["holdout"]["mae"] != noisy["holdout"]["mae"]  # only the out-of-sample score moved
+    wild = _true(x)
+    wild[hold] = 50.0 + 10 * rng.random((4, 3))  # losses no fit of the others predicts
+    bad = fit_and_recommend(x, wild, np.ones(3), **kw)
+    assert bad["holdout"]["predicted"] == clean["holdout"]["predicted"] and bad["loo_mae"] == clean["loo_mae"]
+    assert bad["fallback"] and "held-out mixtures" in bad["reason"]
+    alone = fit_and_recommend(x[~hold], _true(x)[~hold], np.ones(3), samples=5_000, top_k=20, seed=0)
+    assert np.isclose(alone["loo_spearman"], clean["loo_spearman"]) and np.isclose(alone["loo_mae"], clean["loo_mae"])
+    assert np.isclose(alone["r2_train"], clean["r2_train"])
+
+
+def test_shipped_manifest_holds_out_at_least_three_mixtures():
+    """manifests/ablation.yaml: enough candidates that the id-hash hold-out sets aside >= 3 mixtures
+    (a held-out rank correlation needs 3) and leaves >= MIN_LOO to fit, two seeds for the noise floor."""
+    from pathlib import Path
+
+    from datapipe.ablate.manifest import load_ablation_manifest
+    from datapipe.ablate.regmix import MIN_LOO, holdout_mask
+
+    m = load_ablation_manifest(Path(__file__).resolve().parent.parent / "manifests" / "ablation.yaml")
+    n = len(m.mixtures.explicit) + m.mixtures.dirichlet.n
+    held = int(holdout_mask([f"mix-{i:02d}" for i in range(n)], m.analysis.holdout_mixtures, m.seed).sum())
+    assert held >= 3 and n - held >= MIN_LOO and len(m.seeds) >= 2

@@ -113,6 +113,9 @@ def _fit_lines(reg: dict, n: int, model: str, eval_names: list[str]) -> list[str
     if h["n"]:
         lines.append(f"Held-out mixtures ({h['n']}): MAE {_fmt(h['mae'])} vs {_fmt(h['baseline_mae'])} for predicting "
                      f"the fitted mixtures' mean; Spearman {_fmt(h['spearman'], 3)}.")
+    if h["n"] < 3:
+        lines.append(f"Only {h['n']} held-out mixture(s): no held-out rank correlation. Try more mixtures "
+                     "(analysis.holdout_mixtures x distinct mixtures >= 3, with >= 5 left to fit).")
     return lines
 
 
@@ -157,12 +160,15 @@ def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inpu
                    "r2_train": reg["r2_train"], "loo_spearman": reg["loo_spearman"], "loo_mae": reg["loo_mae"],
                    "loo_mae_sets": dict(zip(eval_names, reg["loo_mae_sets"] or [])),
                    "holdout": {k: v for k, v in reg["holdout"].items() if k != "predicted"}}
+    held = [{"mixture_id": r["mixture_id"], "objective": r["objective"], "predicted": p}
+            for r, p in zip(rows, reg["holdout"].get("predicted") or []) if p is not None]
     repro = {k: stats[k] for k in ("seeds", "spearman", "spearman_pairs", "spearman_sets", "floor",
                                    "floor_objective", "margin", "noise_z")}
     summary = {"best": {"mixture_id": best["mixture_id"], "objective": best["objective"],
                         "shares": {d: best[f"share_{d}"] for d in domains}},
                "ranking": [r["mixture_id"] for r in sorted(rows, key=lambda r: (r["objective"], r["mixture_id"]))],
                "recommended": recommended, "reproducibility": repro, "tied_with_best": dec["tied"],
+               "holdout_mixtures": held,
                "duplicates": inputs.get("duplicates") or {}, "flags": inputs.get("flags") or {},
                "failed": inputs.get("failed") or []}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
