@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,8 @@ from datapipe.manifest import load_manifest
 mark("imports")
 inp, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ov = {"inputs.paths": [inp], "inputs.crawl": None, "output": out, "cluster.dashboard_address": "127.0.0.1:0"}
+if sys.argv[5:] == ["before"]:
+    ov["report.histograms"] = True
 if workers:
     ov["cluster.workers"] = workers
 m = load_manifest(sys.argv[4], ov)
@@ -91,10 +94,31 @@ def _tree_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def timeline(inp: Path, out: Path, workers: int) -> dict:
+def cold_cache(dest: Path) -> Path:
+    """A copy of the derived-file cache without the remembered checks and the UT1 urls list: a run
+    with it as ``DATAPIPE_CACHE`` loads every model on the client and reads the UT1 tarball twice,
+    as runs did before issue 16's changes (the UT1 hash array stays: it predates them)."""
+    from datapipe.env import cache_dir
+
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    src = cache_dir()
+    for f in (src.iterdir() if src.is_dir() else []):
+        if f.is_file() and f.name != "checked-stages.json" and not f.name.startswith("ut1_urls_"):
+            os.link(f, dest / f.name) if f.stat().st_dev == dest.stat().st_dev else shutil.copy(f, dest / f.name)
+    return dest
+
+
+def timeline(inp: Path, out: Path, workers: int, before: bool = False) -> dict:
+    """One fresh process; ``before``: histograms drawn in the run and a cold check cache (what the
+    two largest changes of issue 16 removed), to compare under the same load."""
+    env = dict(os.environ)
+    if before:
+        env["DATAPIPE_CACHE"] = str(cold_cache(out.parent / f"cache-{out.name}"))
     t, c = time.time(), _tree_cpu()
-    p = subprocess.run([sys.executable, "-c", CHILD, str(inp), str(out), str(workers), str(MANIFEST)],
-                       cwd=ROOT, capture_output=True, text=True, check=False)
+    p = subprocess.run([sys.executable, "-c", CHILD, str(inp), str(out), str(workers), str(MANIFEST)]
+                       + (["before"] if before else []), cwd=ROOT, capture_output=True, text=True, check=False,
+                       env=env)
     end, cpu = time.time(), _tree_cpu() - c
     if p.returncode:
         raise RuntimeError(f"timeline child failed: {p.stderr.strip()[-2000:]}")
@@ -132,14 +156,20 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="local workers (default: the manifest's, one per core)")
     ap.add_argument("--record", type=int, default=1, help="which record of realpages-1171 is the one page")
     ap.add_argument("--no-cli", action="store_true", help="only the timeline child, not datapipe run")
+    ap.add_argument("--compare-before", action="store_true",
+                    help="also, in turn, a timeline with the run drawing every histogram and a cold check cache")
     a = ap.parse_args()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="fixed-cost-") as tmp:
         inp = one_record(a.record, Path(tmp) / "one.warc.gz")
         size = inp.stat().st_size
-        runs, clis = [], []
+        runs, clis, befores = [], [], []
         for k in range(a.reps):  # taken in turn: both see the same load
             runs.append(timeline(inp, Path(tmp) / f"t{k}", a.workers))
+            if a.compare_before:
+                befores.append(timeline(inp, Path(tmp) / f"b{k}", a.workers, before=True))
+                print(f"[fixed cost] rep {k + 1}, as before: fixed {befores[-1]['fixed']:.1f} s, CPU "
+                      f"{befores[-1]['cpu']:.1f} s", file=sys.stderr, flush=True)
             if not a.no_cli:
                 clis.append(cli(inp, Path(tmp) / f"c{k}", a.workers))
             print(f"[fixed cost] rep {k + 1}: fixed {runs[-1]['fixed']:.1f} s, cluster start "
@@ -158,6 +188,12 @@ def main() -> None:
            "loadavg": [load0, os.getloadavg()]}
     if clis:
         res["datapipe_run_s"] = spread(clis)
+    if befores:
+        res["before"] = {"fixed_s": spread([r["fixed"] for r in befores]),
+                         "cpu_s_process_tree": spread([r["cpu"] for r in befores]),
+                         "steps_s": {n: spread([r["steps"].get(n, 0.0) for r in befores]) for n in befores[0]["steps"]},
+                         "fixed_ratio_runs": [round(b["fixed"] / r["fixed"], 3) for b, r in zip(befores, runs)],
+                         "cpu_ratio_runs": [round(b["cpu"] / r["cpu"], 3) for b, r in zip(befores, runs)]}
     res["meets_goal"] = res["fixed_s"]["median"] <= GOAL_S
     print(json.dumps(res, indent=1))
 

@@ -215,6 +215,7 @@ class C4(Stage):
         return folder_assets(self._bad_words_dir()) if self.config.filter_bad_words else []
 
     def setup(self) -> None:
+        W.prepare()
         self.bad_words = None
         if self.config.filter_bad_words:
             folder = self._bad_words_dir()

@@ -68,6 +68,9 @@ class DedupSignatures(Stage):
         c = self.config
         signature_columns(["warm up the kernels"], c.num_perm, c.seed, c.ngram, c.shingle_hash)
 
+    def assets(self) -> list:
+        return []  # no files: the client need not load the kernels to check it (cached by config and code)
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         c = self.config
         texts = batch.column("text").to_pylist() if batch.num_rows else []

@@ -120,6 +120,12 @@ class FineWeb(Stage):
     Config = FineWebConfig
     fields = FIELDS
 
+    def setup(self) -> None:
+        W.prepare()
+
+    def assets(self) -> list:
+        return []  # no files: its check (this setup) depends on the config and code alone
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         sig = signals(batch.column("text"), batch.column("lang").to_pylist(), self.config)
         for f in self.fields:

@@ -218,6 +218,12 @@ class GopherRepetition(Stage):
     Config = RepetitionConfig
     fields = [pa.field(f, pa.float64()) for f in REPETITION_FIELDS]
 
+    def setup(self) -> None:
+        W.prepare()
+
+    def assets(self) -> list:
+        return []  # no files: its check (this setup) depends on the config and code alone
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         sig = repetition_signals(batch.column("text"))
         for f in self.fields:
@@ -385,6 +391,12 @@ class GopherQuality(Stage):
 
     Config = QualityConfig
     fields = QUALITY_FIELDS
+
+    def setup(self) -> None:
+        W.prepare()
+
+    def assets(self) -> list:
+        return []  # no files: its check (this setup) depends on the config and code alone
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         sig = quality_signals(batch.column("text"), batch.column("lang"), self.config)

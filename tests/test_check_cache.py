@@ -89,15 +89,15 @@ def test_check_is_remembered_across_processes_until_the_model_file_changes(tmp_p
 
 def test_a_stage_without_assets_is_checked_in_every_process(tmp_path, monkeypatch):
     monkeypatch.setenv("DATAPIPE_CACHE", str(tmp_path / "cache"))
-    calls = _counting(monkeypatch, "gopher_quality")
+    calls = _counting(monkeypatch, "pii")
     doc = tmp_path / "in.jsonl"
     doc.write_text('{"text": "one document"}\n')
     m = validate_manifest({"name": "t", "inputs": {"paths": [str(doc)]}, "output": str(tmp_path / "out"),
-                           "stages": [{"gopher_quality": {}}]}, "test")
+                           "stages": [{"pii": {}}]}, "test")
     for _ in range(2):
         monkeypatch.setattr(runner, "_CHECKED", set())
         runner.check_before_work(m)
-    assert registry()["gopher_quality"]().assets() is None and len(calls) == 2
+    assert registry()["pii"]().assets() is None and len(calls) == 2
 
 
 def test_every_asset_of_the_main_chain_resolves():

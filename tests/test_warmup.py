@@ -66,3 +66,14 @@ def test_dedup_signatures_setup_loads_the_kernels():
 
     DedupSignatures().ensure_setup()
     assert kernel.minhash_batch.signatures  # compiled (or loaded from the cache) for its argument types
+
+
+def test_word_splitting_stages_build_their_tables_in_setup(monkeypatch):
+    """The RE2 punctuation set (~0.4 s once per process) was built in the first batch, counted as
+    gopher_repetition's stage time on a one-page run."""
+    from datapipe.stages.gopher import GopherRepetition
+    from datapipe.stages.lib import words
+
+    monkeypatch.setattr(words, "_EDGE_SET", None)
+    GopherRepetition().ensure_setup()
+    assert words._EDGE_SET and "!" in words._EDGE_SET and "a" not in words._EDGE_SET
