@@ -53,7 +53,7 @@ TOXICITY_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 1, "minn": 3
                    "minCount": 1, "bucket": 100000}
 NSFW_PARAMS = {"dim": 16, "epoch": 10, "lr": 0.2, "wordNgrams": 2, "minn": 3, "maxn": 5,
                "minCount": 1, "bucket": 200000}
-#: Span length the stages score (``stages.safety``): training sentences are cut to it too.
+#: Span length the stages score (``stages.lib.spans``): training sentences are cut to it too.
 SPAN_WORDS = 64
 _LEET = {"a": "4", "e": "3", "i": "1", "o": "0", "s": "$", "u": "*"}
 

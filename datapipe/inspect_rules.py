@@ -2,8 +2,8 @@
 
 ``datapipe inspect --what-if`` and ``--reason`` need, per stage, its decision rule on one row of
 stored signals: the stage's ``decide(signals, config)`` classmethod (``Stage.recomputable``), or,
-for score stages built on ``safety.FastTextScoreStage`` (``toxicity``, ``nsfw``,
-``quality_classifier``), ``safety.score_decision`` on the stage's declared ``column`` and
+for score stages built on ``fasttext_score.FastTextScoreStage`` (``toxicity``, ``nsfw``,
+``quality_classifier``), ``fasttext_score.score_decision`` on the stage's declared ``column`` and
 ``threshold``.
 
 Stages without any (extract, url_blocklist: they decide from the page or from lists, not from a
@@ -45,7 +45,7 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
     if fn is not None:
         return (lambda row, c: fn(row, c)), old_c, new_c
     if hasattr(cls, "column") and hasattr(cls, "reject_above") and "threshold" in cls.Config.model_fields:
-        from datapipe.stages.safety import score_decision
+        from datapipe.stages.fasttext_score import score_decision
 
         def score(row, c):
             lang_ok = not getattr(c, "languages", None) or row.get("lang") in c.languages

@@ -13,6 +13,8 @@ STAGE_MODULES = [
     "datapipe.stages.c4",
     "datapipe.stages.fineweb",
     "datapipe.stages.dedup_signatures",
+    "datapipe.stages.url_blocklist",
+    "datapipe.stages.ldnoobw",
     "datapipe.stages.safety",
     "datapipe.stages.profanity",
     "datapipe.stages.pii",

@@ -14,7 +14,7 @@ tests/test_profanity.py (the floors there are the measured values, rounded down)
 TF-IDF cannot see inside a token: ``f*ck`` (-> ``ck``), ``sh1t``, ``b1tch`` score like clean text;
 the fastText model's character n-grams catch those, so the two are complementary.
 
-Span-level (``stages.safety.SpanScoreStage``): every sentence of the whole text is scored and
+Span-level (``stages.span_score.SpanScoreStage``): every sentence of the whole text is scored and
 the document gets the maximum and the flagged counts/fractions. Scored on the whole document the
 linear model dilutes (TF-IDF vectors are L2-normalised: 3 toxic sentences among 100 clean ones
 scored 0.024); a sentence is the length of the comments it was trained on. English only by
@@ -29,13 +29,13 @@ import pyarrow as pa
 
 from datapipe.ranges import NonNegInt, Probability
 from datapipe.stage import register
-from datapipe.stages.safety import SpanScoreConfig, SpanScoreStage
+from datapipe.stages.span_score import SpanScoreConfig, SpanScoreStage
 
 
 @register
 class Profanity(SpanScoreStage):
     """Span-level calibrated P(offensive) from alt-profanity-check (signals and reasons:
-    ``stages.safety.SpanScoreStage``; columns ``profanity_score`` = highest sentence score,
+    ``stages.span_score.SpanScoreStage``; columns ``profanity_score`` = highest sentence score,
     ``profanity_spans``, ``profanity_flagged``, ``profanity_flagged_frac``,
     ``profanity_flagged_char_frac``). Documents outside ``languages`` (or without text) get null
     signals and are kept.

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from datapipe.ranges import Probability
 from datapipe.stage import StageConfig, register
-from datapipe.stages.safety import FastTextScoreStage
+from datapipe.stages.fasttext_score import FastTextScoreStage
 
 
 @register

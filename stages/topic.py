@@ -35,7 +35,7 @@ class Topic(Stage):
         self._clf = load_classifier(self.config.model_path, require_positive=False)
 
     def assets(self) -> list:
-        from datapipe.stages.safety import classifier_assets
+        from datapipe.stages.fasttext_score import classifier_assets
 
         return classifier_assets(self.config.model_path)
 

@@ -1,4 +1,4 @@
-"""Loading and matching the block lists and word lists used by ``stages/safety.py``.
+"""Loading and matching the block lists and word lists used by ``stages/url_blocklist.py`` and ``stages/ldnoobw.py``.
 
 Everything here is loaded once per worker process (``functools.lru_cache`` keyed by path), so
 several stage instances in one worker share the memory.
@@ -31,7 +31,17 @@ import ahocorasick
 import numpy as np
 import xxhash
 
+from datapipe.env import shared_data
+
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def shared_path(p: str) -> Path:
+    """A manifest path: absolute, relative to the working directory if it exists, else under ``shared_data()``."""
+    path = Path(p)
+    if path.is_absolute() or path.exists():
+        return path
+    return shared_data() / path
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,65 @@
+"""Whole-text fastText score stages: the base class, its decision rule and its asset list.
+
+``quality_classifier`` builds on :class:`FastTextScoreStage`; ``topic`` and the span stages use
+:func:`classifier_assets`; ``datapipe inspect --what-if`` uses :func:`score_decision`.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pyarrow as pa
+
+from datapipe.stage import Stage, merge_reasons, texts_in_languages, with_column
+
+
+def classifier_assets(model_path: str | None) -> list:
+    """A fastText classifier's files for ``Stage.assets``: the model and its ``.json`` sidecar if any."""
+    from datapipe.classifiers.model import resolve_model_path
+
+    if not model_path:
+        raise ValueError("no model_path set")
+    p = resolve_model_path(model_path)
+    return [p] + ([p.with_suffix(".json")] if p.with_suffix(".json").is_file() else [])
+
+
+def score_decision(score: float | None, threshold: float | None, reject_above: bool = True) -> bool:
+    """True = reject: ``score > threshold`` (``reject_above``) or ``score < threshold``; null score keeps."""
+    if score is None or threshold is None or score != score:  # NaN check
+        return False
+    return score > threshold if reject_above else score < threshold
+
+
+class FastTextScoreStage(Stage):
+    """Base of stages that write one fastText probability of the whole text and may reject on it.
+
+    Subclasses set ``name``, ``column`` (float32 field), ``reject_above`` and a ``Config`` with
+    ``model_path``, ``positive_label``, ``threshold``, ``languages`` (empty = all). Documents in
+    other languages get a null score and are kept.
+    """
+
+    column: ClassVar[str] = ""
+    reject_above: ClassVar[bool] = True
+    reads = ("lang",)  # only documents in ``languages`` are scored
+
+    def setup(self) -> None:
+        from datapipe.classifiers.model import load_classifier
+
+        c = self.config
+        if not c.model_path:
+            raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")
+        self._clf = load_classifier(c.model_path, c.positive_label or None)
+
+    def assets(self) -> list:
+        return classifier_assets(self.config.model_path)
+
+    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        c = self.config
+        texts = texts_in_languages(batch, c.languages)
+        scores = self._clf.score(texts)
+        vals = [None if s != s else float(s) for s in scores.tolist()]
+        reasons = [f"{self.name}:score" if score_decision(v, c.threshold, self.reject_above) else None for v in vals]
+        batch = with_column(batch, self.column, vals, pa.float32())
+        return merge_reasons(batch, reasons)

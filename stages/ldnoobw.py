@@ -1,0 +1,86 @@
+"""``ldnoobw``: count and fraction of LDNOOBW entries per document language (the C4 bad-words list,
+Raffel et al. 2020; RedPajama-v2's ``rps_doc_ldnoobw_words`` signal).
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pyarrow as pa
+
+from datapipe.ranges import NonNegInt, Probability
+from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
+from datapipe.stages.lib import wordlists as wl
+from datapipe.stages.lib.wordlists import shared_path
+
+
+def ldnoobw_decision(count: int | None, fraction: float | None, max_count: int | None,
+                     max_fraction: float | None) -> str | None:
+    """Reason (``count`` or ``fraction``) when a stored count/fraction exceeds its threshold, else None.
+
+    ``max_count=0`` is C4's rule (drop a page containing any listed word). None thresholds never reject.
+    """
+    if count is None:
+        return None
+    if max_count is not None and count > max_count:
+        return "count"
+    if max_fraction is not None and fraction is not None and fraction > max_fraction:
+        return "fraction"
+    return None
+
+
+@register
+class LDNOOBW(Stage):
+    """Count LDNOOBW ("dirty, naughty, obscene, otherwise bad") words in the document's language.
+
+    Input: ``text``, ``lang`` (lid.176 code). Adds ``ldnoobw_count`` (int32) and
+    ``ldnoobw_fraction`` (float32: count / whitespace words, or / non-space characters for
+    unspaced scripts, see ``wordlists.UNSPACED_LANGS``); both null when the language has no list
+    (28 lists: ar cs da de en eo es fa fi fil fr hi hu it ja kab ko nl no pl pt ru sv th tlh tr zh).
+    Reasons ``ldnoobw:count`` / ``ldnoobw:fraction``; by default nothing is rejected.
+    """
+
+    name = "ldnoobw"
+    reads = ("lang",)  # one word list per language
+
+    class Config(StageConfig):
+        words_dir: str = "wordlists/ldnoobw"
+        #: Reject when the count exceeds this (>= 0; 0 = C4's "any listed word"); None = never.
+        max_count: NonNegInt | None = None
+        #: Reject when the fraction (in [0, 1]) exceeds this; None = never (no published default).
+        max_fraction: Probability | None = None
+
+    fields: ClassVar[list[pa.Field]] = [
+        pa.field("ldnoobw_count", pa.int32()),
+        pa.field("ldnoobw_fraction", pa.float32()),
+    ]
+
+    def assets(self) -> list:
+        return folder_assets(shared_path(self.config.words_dir))
+
+    def setup(self) -> None:
+        d = shared_path(self.config.words_dir)
+        wl.require_file(d / "en", "Get the LDNOOBW lists (github.com/LDNOOBW/List-of-Dirty-Naughty-Obscene-and-"
+                        "Otherwise-Bad-Words) and set ldnoobw.words_dir.")
+        self._dir = str(d)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        cfg = self.config
+        counts, fracs, reasons = [], [], []
+        for text, lang in zip(batch.column("text").to_pylist(), batch.column("lang").to_pylist()):
+            auto = wl.ldnoobw_automaton(self._dir, lang) if (lang and text is not None) else None
+            if auto is None:
+                counts.append(None)
+                fracs.append(None)
+                reasons.append(None)
+                continue
+            n = wl.count_listed_words(text, auto, lang)
+            words = wl.word_count(text, lang)
+            frac = n / words if words else 0.0
+            counts.append(n)
+            fracs.append(frac)
+            r = ldnoobw_decision(n, frac, cfg.max_count, cfg.max_fraction)
+            reasons.append(f"ldnoobw:{r}" if r else None)
+        batch = with_column(batch, "ldnoobw_count", counts, pa.int32())
+        batch = with_column(batch, "ldnoobw_fraction", fracs, pa.float32())
+        return merge_reasons(batch, reasons)
