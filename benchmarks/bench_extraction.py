@@ -139,7 +139,7 @@ def stage_opts(**over) -> dict:
                 list_bullets=cfg.list_bullets, noscript=cfg.noscript, clean=cfg.clean,
                 fallback_chars=cfg.fallback_chars, thread_gate=cfg.thread_gate,
                 thread_ratio=cfg.thread_ratio, keep_ratio=cfg.keep_ratio, trim_chars=cfg.trim_chars,
-                trim_share=cfg.trim_share)
+                trim_share=cfg.trim_share, thread_block_chars=cfg.thread_block_chars)
     opts.update(over)
     return opts
 
@@ -228,6 +228,10 @@ def ablation_configs() -> dict[str, dict]:
 
     cfgs = {"ours (all rules)": {}, "no clean-up (plain + whole-page fallback)": {"clean": False},
             "- thread rule (comments always dropped)": {"thread_ratio": 0},
+            "thread rule by size only (before: no schema / block test)": {"thread_schema": False},
+            "+ thread rule also on pages without a 150-char block": {"thread_block_chars": 150},
+            "keep-ratio fallback always with comments (before)": {"plain_comments": True},
+            "keep-ratio fallback never with comments": {"plain_comments": False},
             "- keep-ratio fallback": {"keep_ratio": 0},
             "- whole-page fallback": {"fallback_chars": 0},
             "- block trim": {"trim_chars": 0},
@@ -272,7 +276,8 @@ def ablate(pages: list[dict]) -> dict:
     for name, over in ablation_configs().items():
         kw = dict(clean=base["clean"], thread_gate=base["thread_gate"], thread_ratio=base["thread_ratio"],
                   keep_ratio=base["keep_ratio"], fallback_chars=base["fallback_chars"],
-                  trim_chars=base["trim_chars"], trim_share=base["trim_share"])
+                  trim_chars=base["trim_chars"], trim_share=base["trim_share"],
+                  thread_block_chars=base["thread_block_chars"])
         kw.update(over)
 
         def fn(b, kw=kw):

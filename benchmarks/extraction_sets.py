@@ -131,6 +131,16 @@ def html_text(fragment: bytes | str) -> str:
     return doc.text_content()
 
 
+#: Dragnet's gold files put the page's comments after this line ("content" vs "content and
+#: comments" are its two evaluation targets); the main text is the part before it.
+DRAGNET_COMMENTS = "!@#$%^&*()  COMMENTS"
+
+
+def dragnet_gold(text: str) -> str:
+    """A Dragnet gold file's main text: what comes before the comments separator (all of it if none)."""
+    return text.split(DRAGNET_COMMENTS, 1)[0]
+
+
 _CLEANEVAL_TAG = re.compile(r"^\s*<(p|h|l)>", re.M)
 
 
@@ -202,8 +212,9 @@ def load_fetched(root: Path | None = None) -> list[dict]:
                 url = text.splitlines()[0][4:].strip() if text.startswith("URL:") else None
                 gold = cleaneval_gold(text)
                 typ = "article" if source == "cleanportaleval" else type_from_url(url, "mixed")
-            else:
-                url, gold, typ = url_in_html(html), g.decode("utf-8", "replace"), "article"
+            else:  # dragnet: main content only, not the comments after its separator line
+                url, typ = url_in_html(html), "article"
+                gold = dragnet_gold(g.decode("utf-8", "replace"))
             pages.append(_page(source, f"{sub}/{stem}", url, typ, html, gold))
     lg = "leogao2+htmltotext-benchmark/benchmarkdata/"
     kinds = {"forum": "forum", "news": "article", "blog": "article", "tech": "article", "wiki": "documentation"}

@@ -12,8 +12,9 @@ no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rej
 Main-content mode puts structural rules around resiliparse's own heuristics
 (``datapipe.stages.lib.mainblock``; issue 20): guarded skips (a boilerplate selector never removes
 an ``<article>``/``<main>`` block), comment sections dropped unless they are the page (the thread
-rule), a block trim of short lines around an article-shaped body, and fallbacks that cannot make a
-page worse than plain resiliparse (keep ratio) or empty (whole page under ``fallback_chars``).
+rule: a schema.org discussion page), a block trim of short lines around an article-shaped body,
+and fallbacks that cannot make a page worse than plain resiliparse (keep ratio) or empty (whole
+page under ``fallback_chars``).
 Every rule and threshold was chosen on the dev split of ``benchmarks/extraction_sets.py`` (ablation
 in ``benchmarks/EXTRACTION_SETS.md``); ``benchmarks/bench_extraction.py`` reports the test split per
 page type against plain resiliparse and trafilatura. ``clean=False`` keeps resiliparse's main
@@ -39,7 +40,8 @@ class ExtractConfig(StageConfig):
     clean: bool = True               # main content only: the structural rules of stages/lib/mainblock.py
     fallback_chars: NonNegInt = 200  # main content only: shorter extract -> whole page instead (0 = never)
     thread_gate: NonNegFloat = 0.5   # the thread rule looks only below this share of the whole page's text
-    thread_ratio: NonNegFloat = 2.0  # with-comments text > this x without -> keep comments (0 = never)
+    thread_ratio: NonNegFloat = 2.0  # schema.org discussion page and with-comments text > this x without -> keep comments (0 = never)
+    thread_block_chars: NonNegInt = 0  # also keep comments when no block is this long (0 = schema only; 150 lost on dev)
     keep_ratio: NonNegFloat = 0.3    # cleaned text < this x plain resiliparse main content -> plain (0 = never)
     trim_chars: NonNegInt = 100      # block trim: blocks this long are the body (characters; 0 = no trim)
     trim_share: NonNegFloat = 0.3    # block trim only when the long blocks hold this share of the text
@@ -56,7 +58,7 @@ class ExtractConfig(StageConfig):
 def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
                 links=False, list_bullets=True, noscript=False, clean=True, fallback_chars=200,
                 thread_ratio=2.0, thread_gate=0.5, keep_ratio=0.3,
-                trim_chars=100, trim_share=0.3) -> tuple[str | None, str, None, list[str]]:
+                trim_chars=100, trim_share=0.3, thread_block_chars=0) -> tuple[str | None, str, None, list[str]]:
     """Decode and extract one page. Returns ``(text, codec, None, warnings)``; the third slot is
     the error reason of the sandbox protocol (always None here), ``warnings`` the decoding's.
 
@@ -71,7 +73,7 @@ def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt
         return extract_plain_text(html, main_content=False, **opts), codec, None, warns
     text = extract_main(HTMLTree.parse(html), opts, clean=clean, thread_gate=thread_gate,
                         thread_ratio=thread_ratio, keep_ratio=keep_ratio, fallback_chars=fallback_chars,
-                        trim_chars=trim_chars, trim_share=trim_share)
+                        trim_chars=trim_chars, trim_share=trim_share, thread_block_chars=thread_block_chars)
     return text, codec, None, warns
 
 
@@ -90,7 +92,8 @@ class Extract(Stage):
                           list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
                           fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
                           thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
-                          trim_chars=c.trim_chars, trim_share=c.trim_share)
+                          trim_chars=c.trim_chars, trim_share=c.trim_share,
+                          thread_block_chars=c.thread_block_chars)
         if c.sandbox:
             from datapipe.stages.lib.extract_sandbox import Sandbox
             self._sandbox = Sandbox(self._opts)

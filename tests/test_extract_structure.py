@@ -42,11 +42,16 @@ def test_layout_wrapper_named_footer_is_not_dropped():
     assert "Privacy policy" not in out  # the real footer still goes
 
 
+THREAD_LD = ('<script type="application/ld+json">{"@context": "https://schema.org", '
+             '"@type": "DiscussionForumPosting", "headline": "Boiler losing pressure"}</script>')
+
+
 def test_forum_thread_keeps_its_replies():
-    """Class 3: on a forum the replies are the content. comments=False deleted them."""
+    """Class 3: on a forum the replies are the content. comments=False deleted them. The thread rule
+    keeps them on a page that declares itself a discussion (schema.org, here JSON-LD)."""
     posts = "".join(f"<div class='comment' id='c{i}'><div class='comment-author'>user{i}</div>"
                     f"<div class='comment-body'><p>{r}</p></div></div>" for i, r in enumerate(REPLIES))
-    html = (f"<html><body>{NAV}<div class='thread'><h2>Boiler losing pressure</h2>"
+    html = (f"<html><head>{THREAD_LD}</head><body>{NAV}<div class='thread'><h2>Boiler losing pressure</h2>"
             "<div class='first-post'><p>Every night my boiler loses about half a bar of pressure, and by the morning "
             "it is down to zero and the heating stops. I have bled the radiators and checked for leaks under the "
             "floor, found nothing. What should I check first before calling an engineer?</p></div>"
@@ -101,3 +106,84 @@ def test_keep_ratio_falls_back_to_plain_main_content():
     # Without the rule the skip empties the page (down to the whole-page fallback's menu only).
     cut = extract_one(html.encode(), "utf-8", keep_ratio=0, fallback_chars=0)[0]
     assert "Paragraph 11 of the post" not in cut
+
+
+BLOG_COMMENTS = ["Great write-up, thanks for taking the time to explain the new timetable so clearly to us all.",
+                 "My train is now ten minutes earlier and I am not happy about it at all, nobody asked the riders.",
+                 "Does anyone know whether the night buses change as well, or only the trains on the main line?",
+                 "I emailed the council about this last week and got a reply saying it was decided long ago."] * 6
+
+
+def test_long_comment_section_under_an_article_still_dropped():
+    """Comments longer than the article (a popular blog post) are not a thread: without a declared
+    discussion the thread rule leaves them out, and the keep-ratio fallback (the article is under
+    30% of the page) compares with plain main content without comments, since the text has
+    paragraph-sized blocks. The size-only rule of before kept them; Dragnet's gold, which keeps
+    comments apart, showed the cost on the dev split."""
+    posts = "".join(f"<li class='comment'><div class='comment-body'><p>{c}</p></div></li>" for c in BLOG_COMMENTS)
+    article = "".join(f"<p>Paragraph {i} of the post explains, in plain words and at some length, how the new "
+                      "rail timetable changes the morning trains for commuters who live outside the city, "
+                      "and what the operator says about the evening services that follow them.</p>" for i in range(3))
+    html = (f"<html><body>{NAV}<div class='post'><h2>Timetable changes</h2>{article}</div>"
+            f"<ol class='comment-list'>{posts}</ol></body></html>")
+    out = text(html)
+    assert "Paragraph 0 of the post" in out
+    assert BLOG_COMMENTS[0] not in out
+    # The rules of before (size-only thread rule, plain main content with comments) kept them.
+    from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import extract_main
+
+    assert BLOG_COMMENTS[0] in extract_main(HTMLTree.parse(html), {}, thread_schema=False, plain_comments=True)
+    assert BLOG_COMMENTS[0] in extract_main(HTMLTree.parse(html), {}, plain_comments=True)
+
+
+def test_keep_ratio_fallback_keeps_comments_on_pages_of_short_posts():
+    """A thread without schema.org markup, of short posts: the cleaned text (the opening post) is
+    under 30% of the page and has no 150-character block, so plain main content with its comments
+    is the fallback, and the replies stay."""
+    posts = "".join(f"<div class='comment'><p>{r}</p></div>" for r in REPLIES * 2)
+    html = (f"<html><body>{NAV}<div class='topic'><h2>Boiler losing pressure</h2><p>My boiler loses pressure "
+            f"every night. What should I check first?</p></div><div class='comments'>{posts}</div></body></html>")
+    out = text(html)
+    assert "What should I check first" in out and REPLIES[3] in out
+
+
+def test_declares_thread_reads_microdata_and_json_ld():
+    from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import declares_thread
+
+    def page(head="", body=""):
+        return HTMLTree.parse(f"<html><head>{head}</head><body>{body}<p>x</p></body></html>")
+
+    assert declares_thread(page(THREAD_LD))
+    assert declares_thread(page('<script type="application/ld+json">{"@type": ["WebPage", "QAPage"]}</script>'))
+    assert declares_thread(page(body="<div itemscope itemtype='https://schema.org/DiscussionForumPosting'>a</div>"))
+    assert declares_thread(page(body="<div itemscope itemtype='http://schema.org/Answer'>a</div>"))
+    # Article pages (and their marked-up comments), FAQ blocks: not a discussion.
+    assert not declares_thread(page('<script type="application/ld+json">{"@type": "NewsArticle"}</script>'))
+    assert not declares_thread(page(body="<div itemscope itemtype='https://schema.org/Comment'>a</div>"))
+    assert not declares_thread(page('<script type="application/ld+json">{"@type": "FAQPage", "mainEntity": '
+                                    '[{"@type": "Question", "name": "Why?"}]}</script>'))
+    assert not declares_thread(page())
+
+
+def test_comment_marks_cover_what_comments_false_drops():
+    """The with-comments pass is skipped on pages without COMMENT_MARKS: that is exact only if every
+    element resiliparse's comments=False drops matches them (case-insensitive class/id substrings)."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import COMMENT_MARKS
+
+    for attr in ("class='comments'", "id='Comments'", "class='UserComments'", "class='comment-list'",
+                 "id='reply'", "class='post-reply x'", "class='no-comments'"):
+        tree = HTMLTree.parse(f"<html><body><p>Body text here.</p><div {attr}><p>A comment.</p></div></body></html>")
+        dropped = (extract_plain_text(tree, main_content=True, comments=False)
+                   != extract_plain_text(tree, main_content=True, comments=True))
+        assert not dropped or tree.body.query_selector(COMMENT_MARKS) is not None, attr
+    tree = HTMLTree.parse("<html><body><p>Body text.</p><div class='discussion'><p>A note.</p></div></body></html>")
+    assert tree.body.query_selector(COMMENT_MARKS) is None
+    assert (extract_plain_text(tree, main_content=True, comments=False)
+            == extract_plain_text(tree, main_content=True, comments=True))
