@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
-from datapipe.stages.phases.tokenize.tokenizer import (AtomicParquetWriter, TextTokenizer, TokenizeConfig, ids_array,
-                                      load_tokenizer, resolve_files, token_schema)
+from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
+from datapipe.stages.phases.tokenize.tokenizer import TextTokenizer, TokenizeConfig, load_tokenizer, resolve_files
 from datapipe.io.parquet import write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"

@@ -24,26 +24,28 @@ a message naming the tokens and the settings. ``post_processor: ignore`` adds on
 add, whether it was used, and the BOS/EOS actually added (strings and ids). Truncation and padding
 stored in a ``tokenizer.json`` are switched off: documents are never cut or padded.
 
-Token shard rows (``TOKEN_FIELDS``): ``doc_id`` string, ``domain`` string, ``copy`` int32 (0 for
-the first repetition of a document), ``num_tokens`` int32 (incl. BOS/EOS), ``input_ids``
-list<uint16|uint32>. The phase-3 driver is ``datapipe.stages.phases.tokenize.phase.run_mix_tokenize``.
+The token-shard format (schema, writer) is ``shards.py``; BPE training ``bpe_training.py``. The
+phase-3 driver is ``datapipe.stages.phases.tokenize.phase.run_mix_tokenize``.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from datapipe.env import shared_data
+from datapipe.stages.phases.tokenize.bpe_training import train_bpe
+from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
+
+# The shard format and BPE training moved out; their names stay importable from here.
+__all__ = ["AtomicParquetWriter", "TextTokenizer", "TokenizeConfig", "TokenizerError", "ids_array", "load_tokenizer",
+           "resolve_files", "token_dtype", "token_schema", "train_bpe"]
 
 
 class TokenizerError(ValueError):
@@ -344,96 +346,3 @@ def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
     return TextTokenizer(name=cfg.tokenizer, kind=kind, sha256=sha, vocab_size=vocab_size, eos_id=eos_id,
                          bos_id=bos_id, eos=cfg.eos, bos=bos, dtype=token_dtype(vocab_size, cfg.dtype),
                          num_threads=cfg.num_threads, post_processor=post, bos_source=bos_source, _impl=impl)
-
-
-def token_schema(dtype) -> pa.Schema:
-    """Arrow schema of a token shard for ids of numpy ``dtype`` (uint16 or uint32)."""
-    return pa.schema([
-        pa.field("doc_id", pa.string(), nullable=False),
-        pa.field("domain", pa.string(), nullable=False),
-        pa.field("copy", pa.int32(), nullable=False),
-        pa.field("num_tokens", pa.int32(), nullable=False),
-        pa.field("input_ids", pa.list_(pa.from_numpy_dtype(np.dtype(dtype))), nullable=False),
-    ])
-
-
-def ids_array(ids: np.ndarray, lengths: np.ndarray) -> pa.ListArray:
-    """Arrow list array [len(lengths)] over flat ``ids`` (type kept: uint16 stays uint16)."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids))
-
-
-class AtomicParquetWriter:
-    """Streaming zstd Parquet writer to fsspec ``fs``: writes ``path.tmp-*``, renames on clean exit.
-
-    Each ``write(table)`` becomes row groups of at most ``row_group_rows`` rows, or, with
-    ``row_group_tokens``, groups cut where the running ``num_tokens`` crosses a multiple of it
-    (documents never split). No timestamps are written: equal tables give equal bytes. On an
-    exception the temporary file is removed and the target left untouched.
-    """
-
-    def __init__(self, path: str, fs, schema: pa.Schema, *, compression_level: int = 3,
-                 row_group_tokens: int | None = None, row_group_rows: int = 65536):
-        import pyarrow.parquet as pq
-
-        self.path, self.fs = path, fs
-        self.tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-        self.row_group_tokens, self.row_group_rows = row_group_tokens, row_group_rows
-        self.row_group_sizes: list[int] = []  # tokens (or rows) of each group written
-        self._fh = fs.open(self.tmp, "wb")
-        self._w = pq.ParquetWriter(self._fh, schema, compression="zstd", compression_level=compression_level,
-                                   write_statistics=True)
-
-    def write(self, table: pa.Table) -> None:
-        for start, stop in _row_groups(table, self.row_group_tokens, self.row_group_rows):
-            part = table.slice(start, stop - start)
-            self._w.write_table(part, row_group_size=max(1, part.num_rows))
-            self.row_group_sizes.append(int(pa.compute.sum(part.column("num_tokens")).as_py() or 0)
-                                        if self.row_group_tokens else part.num_rows)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self._w.close()
-        self._fh.close()
-        if exc_type is None:
-            self.fs.mv(self.tmp, self.path)
-        else:
-            self.fs.rm(self.tmp)
-        return False
-
-
-def _row_groups(table: pa.Table, row_group_tokens: int | None, rows: int) -> list[tuple[int, int]]:
-    n = table.num_rows
-    if n == 0:
-        return []
-    if not row_group_tokens:
-        return [(s, min(n, s + rows)) for s in range(0, n, rows)]
-    ntok = table.column("num_tokens").to_numpy()
-    starts = np.concatenate([[0], np.cumsum(ntok)[:-1]])
-    cuts = np.flatnonzero(np.diff(starts // row_group_tokens)) + 1
-    bounds = [0, *cuts.tolist(), n]
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
-def train_bpe(texts, out_path: str, *, vocab_size: int = 32000, min_frequency: int = 2,
-              special_tokens: list[str] | None = None) -> dict:
-    """Train a byte-level BPE (``tokenizers.ByteLevelBPETokenizer``) on an iterator of strings.
-
-    Writes ``tokenizer.json`` to ``out_path`` (a path or fsspec URL; atomic, with the process
-    umask's mode like every other output) and returns ``{"path", "vocab_size", "special_tokens"}``.
-    ``special_tokens`` default ``["<|endoftext|>"]``.
-    """
-    from tokenizers.implementations import ByteLevelBPETokenizer
-
-    from datapipe.io.parquet import write_atomic
-
-    specials = special_tokens if special_tokens is not None else ["<|endoftext|>"]
-    tok = ByteLevelBPETokenizer()
-    tok.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
-                            show_progress=False, special_tokens=specials)
-    # tok.save() into a mkstemp file kept its 0600 mode; the text is what save() writes
-    write_atomic(str(out_path), lambda fh: fh.write(tok.to_str(pretty=True)), "w")
-    return {"path": str(out_path), "vocab_size": tok.get_vocab_size(), "special_tokens": specials}
