@@ -134,6 +134,15 @@ def payloads(warc_plain):
     return out
 
 
+def zeroed_inside(data: bytes, a: int, b: int, rnd: random.Random, times: int = 60):
+    """``times`` copies of ``data`` with a run of 1-64 bytes zeroed that starts in ``[a, b - 1)`` and
+    ends by ``b`` (inside one record or member): ``(start, length, damaged bytes)`` each."""
+    for _ in range(times):
+        s = rnd.randrange(a, b - 1)
+        n = rnd.randint(1, min(64, b - s))
+        yield s, n, data[:s] + bytes(n) + data[s + n:]
+
+
 # ------------------------------------------------------------------ gzip, one member a record
 
 def test_gzip_member_cut_at_every_offset(warc_gz, tmp_path, payloads):
@@ -158,10 +167,7 @@ def test_gzip_zeroed_byte_ranges(warc_gz, tmp_path, payloads):
     read = Reader(tmp_path, "zeroed.warc.gz")
     a, b = bounds[DAMAGED]
     intact = [x for k, x in enumerate(ids) if k != DAMAGED]
-    for _ in range(60):  # inside one member
-        s = rnd.randrange(a, b - 1)
-        n = rnd.randint(1, min(64, b - s))
-        d = data[:s] + bytes(n) + data[s + n:]
+    for s, n, d in zeroed_inside(data, a, b, rnd):  # inside one member
         # zeroing the gzip header's MTIME/XFL/OS bytes leaves the record whole: then none errored
         assert_accounted(read(d), intact, {ids[DAMAGED]}, f"zeroed {s - a}+{n} of member {DAMAGED}",
                          min_errored=0, originals=payloads)
@@ -268,10 +274,8 @@ def test_plain_zeroed_ranges_and_garbage(warc_plain, tmp_path, payloads):
     read = Reader(tmp_path, "zeroed.warc")
     a, b = bounds[DAMAGED]
     intact = [x for k, x in enumerate(ids) if k != DAMAGED]
-    for _ in range(60):
-        s = rnd.randrange(a, b - 1)
-        n = rnd.randint(1, min(64, b - s))
-        items = read(data[:s] + bytes(n) + data[s + n:])
+    for s, n, d in zeroed_inside(data, a, b, rnd):
+        items = read(d)
         # zeros in the HTML payload change the page but not its framing: it is read (different
         # text); zeros in the WARC header or its framing make it errored.
         read_ok = [i for i in items if i.row.get("warc_record_id") not in intact and i.status != "errored"]
