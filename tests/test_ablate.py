@@ -376,3 +376,30 @@ def test_local_proxy_workers_keep_glibc_malloc_defaults():
         cluster.close()
     assert len(trim) == 1 and set(trim.values()) == {before} and set(prof.values()) == {False}
     assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == before  # the nanny did not set it here either
+
+
+def test_progress_per_training_step_and_per_run(ablation, capsys):
+    """The built-in trainer reports every optimizer step (a loss every 25 steps and at the end) and
+    the bars show runs done and steps of the current run on stderr; the per-run lines went to
+    stdout before (tqdm.write's default), in front of `--json`'s output."""
+    from datapipe.ablate.runner import _Bars
+    from datapipe.ablate.train import train_builtin
+
+    m, res = ablation
+    out = Path(res["output"])
+    calls = []
+    proxy = m.proxy.model_copy(update={"eval_tokens": 200})
+    train_builtin(out / "mixtures" / res["mixtures"][0]["mixture_id"] / "train" / "index.json", out / "eval",
+                  res["eval_sets"], proxy, 3 * proxy.batch_size * proxy.seq_len, 0, "cpu", 1,
+                  str(next(out.glob("vocab_map-*.npy"))), progress=lambda s, n, loss: calls.append((s, n, loss)))
+    assert [c[:2] for c in calls] == [(1, 3), (2, 3), (3, 3)]
+    assert calls[0][2] is None and calls[1][2] is None and math.isfinite(calls[2][2])
+    bars = _Bars(True, 2)
+    bars.start("mix-a seed 0", 3)
+    for s, n, loss in calls:
+        bars.step(s, n, loss)
+    bars.done("  [1/2] mix-a seed 0 done")
+    bars.close()
+    cap = capsys.readouterr()
+    assert "proxy runs (mix-a seed 0)" in cap.err and "1/2" in cap.err and "3/3" in cap.err
+    assert "[1/2] mix-a seed 0 done" in cap.err and cap.out == ""  # stdout stays clean for --json

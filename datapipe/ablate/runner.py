@@ -131,8 +131,10 @@ class _Bars:
 
     def done(self, line: str) -> None:
         if self.on:
+            import sys
+
             self.runs.update(1)
-            self.runs.write(line)
+            self.runs.write(line, file=sys.stderr)  # tqdm.write defaults to stdout: that is --json's
 
     def close(self) -> None:
         if self.on:
