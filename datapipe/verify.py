@@ -1,7 +1,8 @@
 """The end-of-run invariant, checked from the files themselves (not from markers).
 
 After every run: rows in ``documents/`` equal the ledger's final kept; no record (id, source, offset) is in both
-``documents/`` and ``rejected/``, and none repeats in ``documents/``; the rows phase 1 stored
+``documents/`` and ``rejected/``, and none repeats in ``documents/``; ``documents/`` holds nothing but
+this run's shards and ``rejected/dedup-*`` no temporary file; the rows phase 1 stored
 (``_filtered/``, ``rejected/<task>``, ``errors/<task>``) equal what its ledger says it read as
 documents or errors; dedup's outputs conserve its sources; and the token index's
 ``total_documents`` equals the rows in its shards. A violation raises ``InvariantError`` naming
@@ -45,9 +46,15 @@ def verify_run(output: str, storage_options: dict | None, ledger: Ledger, task_r
         return [p for p in (f"{root}/{folder}/{prefix}{t}.parquet" for t in ids) if fs.exists(p)]
 
     docs = present("documents")
-    extra = sorted(set(fs.glob(f"{root}/documents/*.parquet")) - set(docs))
+    # Any other file (a shard of no input, a killed writer's *.tmp-*) would be read by whoever
+    # globs the published folder.
+    extra = sorted(set(fs.glob(f"{root}/documents/*")) - set(docs))
     if extra:
-        raise InvariantError(f"documents/ holds {len(extra)} shard(s) of no input of this run, e.g. {extra[0]}")
+        raise InvariantError(f"documents/ holds {len(extra)} file(s) of no input of this run (a stale shard or "
+                             f"a killed writer's temporary file), e.g. {extra[0]}")
+    temps = sorted(fs.glob(f"{root}/rejected/dedup-*.tmp-*"))
+    if temps:
+        raise InvariantError(f"rejected/ holds {len(temps)} temporary file(s) of dedup, e.g. {temps[0]}")
     n_docs = _rows(fs, docs)
     if n_docs != ledger.kept:
         raise InvariantError(f"documents/ holds {n_docs} rows but the ledger's final kept is {ledger.kept}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
 from datapipe.schema import without_snapshots
-from datapipe.stages.phases.dedup.phase import SOURCE, _documents_present
+from datapipe.stages.phases.dedup.phase import SOURCE, _documents_present, remove_leftover_temps
 from datapipe.stages.phases.dedup.shuffle_store import Store
 
 
@@ -37,4 +37,5 @@ class PublishPhase(Phase):
         names = [t for t in ctx.task_ids if store.exists(f"{SOURCE}/{t}.parquet")]
         ctx.progress("write documents")
         rows = ctx.client.gather(ctx.client.map(_copy, [store] * len(names), names, pure=False))
+        remove_leftover_temps(store)  # of copies killed mid-write (their retries wrote under new names)
         return PhaseResult(stats={"shards": len(names), "documents": int(sum(rows))})

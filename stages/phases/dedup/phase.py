@@ -262,6 +262,24 @@ def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[s
     return out
 
 
+#: Temporary files of this phase's outputs (``write_table_atomic`` names them ``<file>.tmp-<hex>``).
+TEMP_PATTERNS = ("documents/*.tmp-*", "rejected/dedup-*.tmp-*")
+
+
+def remove_leftover_temps(store: Store) -> list[str]:
+    """Remove the temporary files of ``documents/`` and ``rejected/dedup-*`` that killed writers
+    left; return their paths relative to the run.
+
+    A worker killed while it writes a shard leaves its temporary file, and the retried task writes
+    under a new name, so nothing else would remove it before the next run. Called after the last
+    writing step has returned, when no writer of these files is left (one run holds the output's
+    lock; phases run one after another)."""
+    left = [rel for pat in TEMP_PATTERNS for rel in store.glob(pat)]
+    for rel in left:
+        store.fs.rm(store.path(rel))
+    return left
+
+
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
               storage_options: dict | None = None, progress=None, task_ids: list[str] | None = None,
               lineage: str = "", retries: int = 2) -> dict[str, StageCounts]:
@@ -282,6 +300,8 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
     ``_dedup_work`` with the same fingerprint (config + ``lineage``, the fingerprint of the
     sources) are kept; any other plan is discarded. Raises ValueError when signatures do not match
     ``config.minhash.num_perm``. ``progress(step)``, if given, is called as a step starts.
+    No temporary file of a writer killed in the run is left in ``documents/`` or ``rejected/``
+    (:func:`remove_leftover_temps`).
     """
     config = config or DedupConfig()
     store = Store(run_dir, storage_options)
@@ -314,6 +334,7 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
         for i in own:
             s = ctx.shard(i)
             store.write(f"documents/{s.name}", without_snapshots(store.read(s.rel)))
+    remove_leftover_temps(store)
     store.write_json(MARKER, {"fingerprint": fp, "config": config.model_dump(mode="json"), "stats": stats,
                               "counts": {k: v.to_dict() for k, v in totals.items()}})
     if not config.keep_work:
