@@ -1,7 +1,8 @@
-"""Whole-text fastText score stages: the base class, its decision rule and its asset list.
+"""Whole-text fastText score stages: the base class, its decision rule, the model-loading mixin and
+the asset list.
 
-``quality_classifier`` builds on :class:`FastTextScoreStage`; ``topic`` and the span stages use
-:func:`classifier_assets`; ``datapipe inspect --what-if`` uses :func:`score_decision`.
+``quality_classifier`` builds on :class:`FastTextScoreStage`, the span stages on :class:`FastTextModel`;
+``topic`` uses :func:`classifier_assets`; ``datapipe inspect --what-if`` uses :func:`score_decision`.
 """
 from __future__ import annotations
 
@@ -29,17 +30,12 @@ def score_decision(score: float | None, threshold: float | None, reject_above: b
     return score > threshold if reject_above else score < threshold
 
 
-class FastTextScoreStage(Stage):
-    """Base of stages that write one fastText probability of the whole text and may reject on it.
+class FastTextModel:
+    """Mixin of the stages that score with a fastText classifier: ``setup`` loads it from the
+    Config's ``model_path`` and ``positive_label`` (FileNotFoundError, with ``how_to_get``, when no
+    path is set); its files are the stage's ``assets``."""
 
-    Subclasses set ``name``, ``column`` (float32 field), ``reject_above`` and a ``Config`` with
-    ``model_path``, ``positive_label``, ``threshold``, ``languages`` (empty = all). Documents in
-    other languages get a null score and are kept.
-    """
-
-    column: ClassVar[str] = ""
-    reject_above: ClassVar[bool] = True
-    reads = ("lang",)  # only documents in ``languages`` are scored
+    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
 
     def setup(self) -> None:
         from datapipe.classifiers.model import load_classifier
@@ -52,7 +48,18 @@ class FastTextScoreStage(Stage):
     def assets(self) -> list:
         return classifier_assets(self.config.model_path)
 
-    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
+
+class FastTextScoreStage(FastTextModel, Stage):
+    """Base of stages that write one fastText probability of the whole text and may reject on it.
+
+    Subclasses set ``name``, ``column`` (float32 field), ``reject_above`` and a ``Config`` with
+    ``model_path``, ``positive_label``, ``threshold``, ``languages`` (empty = all). Documents in
+    other languages get a null score and are kept.
+    """
+
+    column: ClassVar[str] = ""
+    reject_above: ClassVar[bool] = True
+    reads = ("lang",)  # only documents in ``languages`` are scored
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()

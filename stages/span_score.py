@@ -12,7 +12,7 @@ from pydantic import model_validator
 
 from datapipe.ranges import NonNegInt, PosInt, Probability, check_order
 from datapipe.stage import Stage, StageConfig, merge_reasons, texts_in_languages, with_column
-from datapipe.stages.fasttext_score import classifier_assets, score_decision
+from datapipe.stages.fasttext_score import FastTextModel, score_decision
 from datapipe.stages.lib import words as wd
 from datapipe.stages.lib.spans import _cached_spans, span_aggregates
 
@@ -141,21 +141,8 @@ class SpanScoreStage(Stage):
         return merge_reasons(batch, reasons)
 
 
-class FastTextSpanStage(SpanScoreStage):
+class FastTextSpanStage(FastTextModel, SpanScoreStage):
     """A span stage scoring with a fastText model (``model_path``, ``positive_label`` in its Config)."""
-
-    how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
-
-    def setup(self) -> None:
-        from datapipe.classifiers.model import load_classifier
-
-        c = self.config
-        if not c.model_path:
-            raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")
-        self._clf = load_classifier(c.model_path, c.positive_label or None)
-
-    def assets(self) -> list:
-        return classifier_assets(self.config.model_path)
 
     def score_spans(self, spans: list[str]) -> np.ndarray:
         return self._clf.score(spans)
