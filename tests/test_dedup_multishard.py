@@ -126,15 +126,23 @@ def test_multishard_matches_bruteforce(client, tmp_path):
     assert all(v[1] in kept for v in expected.values() if v[0] == "dedup:near")
 
 
-def test_resume_and_fingerprint(client, tmp_path):
+def _shard_bytes(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.glob("*.parquet")}
+
+
+def _first_run(client, run):
+    """``_corpus()`` written to ``run`` and deduplicated once, work kept: (docs, config, counts, state)."""
     docs = _corpus()
-    _write(tmp_path, docs)
+    _write(run, docs)
     cfg = DedupConfig(keep_work=True)
-    first = _c(run_dedup(client, str(tmp_path), cfg))
-    final = _state(tmp_path)
-    docs_bytes = {p.name: p.read_bytes() for p in (tmp_path / "documents").glob("*.parquet")}
+    return docs, cfg, _c(run_dedup(client, str(run), cfg)), _state(run)
+
+
+def test_resume_and_fingerprint(client, tmp_path):
+    docs, cfg, first, final = _first_run(client, tmp_path)
+    docs_bytes = _shard_bytes(tmp_path / "documents")
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first                      # plan and applies resumed
-    assert {p.name: p.read_bytes() for p in (tmp_path / "documents").glob("*.parquet")} == docs_bytes
+    assert _shard_bytes(tmp_path / "documents") == docs_bytes
     # another config recomputes from the untouched sources, as a fresh run with it would
     other = DedupConfig(minhash={"threshold": 0.7})
     changed = _c(run_dedup(client, str(tmp_path), other))
@@ -149,18 +157,14 @@ def test_resume_and_fingerprint(client, tmp_path):
 
 
 def test_resume_before_rename(client, tmp_path):
-    docs = _corpus()
-    _write(tmp_path, docs)
-    cfg = DedupConfig(keep_work=True)
-    first = _c(run_dedup(client, str(tmp_path), cfg))
-    final = _state(tmp_path)
-    sources = {p.name: p.read_bytes() for p in (tmp_path / "_filtered").glob("*.parquet")}
+    _, cfg, first, final = _first_run(client, tmp_path)
+    sources = _shard_bytes(tmp_path / "_filtered")
     # crash after rejected/ was written but before documents/part-1 was written
     (tmp_path / MARKER).unlink()
     (tmp_path / WORK / "applied" / "s1.json").unlink()
     (tmp_path / "documents" / "part-1.parquet").unlink()
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
-    assert {p.name: p.read_bytes() for p in (tmp_path / "_filtered").glob("*.parquet")} == sources  # never modified
+    assert _shard_bytes(tmp_path / "_filtered") == sources  # never modified
 
 
 def test_incremental_against_reference_run(client, tmp_path):
@@ -170,11 +174,11 @@ def test_incremental_against_reference_run(client, tmp_path):
     run1, run2 = tmp_path / "r1", tmp_path / "r2"
     _write(run1, old, nshards=2)
     run_dedup(client, str(run1), DedupConfig())
-    before = {p.name: p.read_bytes() for p in (run1 / "documents").glob("*.parquet")}
+    before = _shard_bytes(run1 / "documents")
     _write(run2, new, nshards=2)
     run_dedup(client, str(run2), DedupConfig(reference_dirs=[str(run1 / "documents")]))  # a finished run's output
     got = _state(run2)
     # every new doc derives from an old base: rejected, pointing at its base, which always wins
     assert all(v[0] in ("dedup:exact", "dedup:near") and v[1].endswith("-0") for v in got.values()), got
     assert {k: v[1][:3] for k, v in got.items()} == {k: k[:3] for k in got}
-    assert {p.name: p.read_bytes() for p in (run1 / "documents").glob("*.parquet")} == before
+    assert _shard_bytes(run1 / "documents") == before
