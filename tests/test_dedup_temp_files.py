@@ -3,16 +3,15 @@ beside it, and the retried task writes under a new name: the finished run must n
 in ``documents/`` or ``rejected/``, and ``verify_run`` refuses a run that does."""
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from datapipe.api_dedup import SyncClient
-from datapipe.ledger import Ledger
 from datapipe.stages.phases.dedup import DedupConfig, run_dedup
 from datapipe.stages.phases.dedup.phase import remove_leftover_temps
 from datapipe.stages.phases.dedup.shuffle_store import Store
 from datapipe.verify import InvariantError, verify_run
-from dedup_fixtures import documents_table, write_shards
+from dedup_fixtures import write_shards
+from verify_util import one_task_run
 
 #: What a writer killed a few KB into a Parquet file leaves: the magic and part of a column chunk.
 PARTIAL = b"PAR1" + bytes(3000)
@@ -76,14 +75,7 @@ def test_remove_leftover_temps_takes_only_dedup_temporaries(tmp_path):
 
 
 def test_verify_refuses_temp_files_in_published_folders(tmp_path):
-    t = documents_table([{"id": "a", "text": "one two"}, {"id": "b", "text": "three four"}])
-    for d in ("_filtered", "documents"):
-        (tmp_path / d).mkdir()
-        pq.write_table(t, tmp_path / d / "t1.parquet")
-    led = Ledger()
-    led.record("read", 2, 2)
-    led.records_by_type["response"] = 2
-    rec = [{"task_id": "t1", "input": "x.warc.gz", "ledger": led.to_dict()}]
+    _, led, rec = one_task_run(tmp_path)
     assert verify_run(str(tmp_path), None, led, rec)["documents"] == 2
     tmp = tmp_path / "documents" / "t1.parquet.tmp-0badc0de"
     tmp.write_bytes(PARTIAL)

@@ -154,19 +154,11 @@ def test_two_concurrent_runs_second_refuses_first_unaffected(tmp_path, data_dir)
 # ------------------------------------------------------------------ the end-of-run invariant
 
 def test_invariant_names_the_file_and_count(tmp_path):
-    from datapipe.ledger import Ledger
     from datapipe.verify import InvariantError, verify_run
 
-    from dedup_fixtures import documents_table
+    from verify_util import one_task_run
 
-    t = documents_table([{"id": "a", "text": "one two"}, {"id": "b", "text": "three four"}])
-    for d in ("_filtered", "documents"):
-        (tmp_path / d).mkdir()
-        pq.write_table(t, tmp_path / d / "t1.parquet")
-    led = Ledger()
-    led.record("read", 2, 2)
-    led.records_by_type["response"] = 2
-    rec = [{"task_id": "t1", "input": "x.warc.gz", "ledger": led.to_dict()}]
+    t, led, rec = one_task_run(tmp_path)
     assert verify_run(str(tmp_path), None, led, rec)["documents"] == 2
     pq.write_table(t.slice(0, 1), tmp_path / "documents" / "t1.parquet")  # a row lost after the ledger
     with pytest.raises(InvariantError, match="documents/ holds 1 rows but the ledger's final kept is 2"):
