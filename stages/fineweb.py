@@ -34,8 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.ranges import NonNegFloat, PosInt, Probability
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stage import StageConfig, register
 from datapipe.stages.lib import words as W
+from datapipe.stages.lib.rule_stage import WordRuleStage
 
 
 class FineWebConfig(StageConfig):
@@ -106,13 +107,11 @@ def signals(texts, langs, config: FineWebConfig) -> dict[str, np.ndarray]:
 
 
 @register
-class FineWeb(Stage):
+class FineWeb(WordRuleStage):
     """FineWeb quality filter (Penedo et al. 2024); rules, thresholds and reasons in the module docstring."""
 
     name = "fineweb"
     reads = ("lang",)  # words and stop words per language
-    recomputable = True
-
     @classmethod
     def decide(cls, signals: dict, config: FineWebConfig) -> str | None:
         return decide(signals, config)
@@ -120,15 +119,8 @@ class FineWeb(Stage):
     Config = FineWebConfig
     fields = FIELDS
 
-    def setup(self) -> None:
-        W.prepare()
+    def signals(self, batch: pa.Table) -> dict:
+        return signals(batch.column("text"), batch.column("lang").to_pylist(), self.config)
 
-    def assets(self) -> list:
-        return []  # no files: its check (this setup) depends on the config and code alone
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        sig = signals(batch.column("text"), batch.column("lang").to_pylist(), self.config)
-        for f in self.fields:
-            batch = with_column(batch, f.name, W.to_arrow(sig[f.name], f.type), f.type)
-        reasons = W.reasons_for_batch(RULES, sig, self.config, batch.num_rows)
-        return merge_reasons(batch, reasons)
+    def rules(self) -> list:
+        return RULES

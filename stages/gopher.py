@@ -19,8 +19,9 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator, model_validator
 
 from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt, Probability, check_order
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stage import StageConfig, register
 from datapipe.stages.lib import words as W
+from datapipe.stages.lib.rule_stage import WordRuleStage
 
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)
@@ -185,7 +186,7 @@ def repetition_signals(texts) -> dict[str, np.ndarray]:
 
 
 @register
-class GopherRepetition(Stage):
+class GopherRepetition(WordRuleStage):
     """Gopher repetition removal (Rae et al. 2021, App. A.1.1 and Table A1).
 
     Signals, each a fraction in [0, 1]: duplicate lines / paragraphs by count and by characters
@@ -209,8 +210,6 @@ class GopherRepetition(Stage):
     """
 
     name = "gopher_repetition"
-    recomputable = True
-
     @classmethod
     def decide(cls, signals: dict, config: RepetitionConfig) -> str | None:
         return decide_repetition(signals, config)
@@ -218,18 +217,11 @@ class GopherRepetition(Stage):
     Config = RepetitionConfig
     fields = [pa.field(f, pa.float64()) for f in REPETITION_FIELDS]
 
-    def setup(self) -> None:
-        W.prepare()
+    def signals(self, batch: pa.Table) -> dict:
+        return repetition_signals(batch.column("text"))
 
-    def assets(self) -> list:
-        return []  # no files: its check (this setup) depends on the config and code alone
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        sig = repetition_signals(batch.column("text"))
-        for f in self.fields:
-            batch = with_column(batch, f.name, W.to_arrow(sig[f.name], f.type), f.type)
-        reasons = W.reasons_for_batch(_repetition_rules(self.config), sig, self.config, batch.num_rows)
-        return merge_reasons(batch, reasons)
+    def rules(self) -> list:
+        return _repetition_rules(self.config)
 
 
 # ----------------------------------------------------------------------------- quality
@@ -345,7 +337,7 @@ def quality_signals(texts, langs, config: QualityConfig) -> dict[str, np.ndarray
 
 
 @register
-class GopherQuality(Stage):
+class GopherQuality(WordRuleStage):
     """Gopher quality filter (Rae et al. 2021, App. A.1.1 and Table A1). Reject when:
 
     * word count < 50 or > 100,000 (``word_count``);
@@ -383,8 +375,6 @@ class GopherQuality(Stage):
 
     name = "gopher_quality"
     reads = ("lang",)  # stop words per language
-    recomputable = True
-
     @classmethod
     def decide(cls, signals: dict, config: QualityConfig) -> str | None:
         return decide_quality(signals, config)
@@ -392,15 +382,8 @@ class GopherQuality(Stage):
     Config = QualityConfig
     fields = QUALITY_FIELDS
 
-    def setup(self) -> None:
-        W.prepare()
+    def signals(self, batch: pa.Table) -> dict:
+        return quality_signals(batch.column("text"), batch.column("lang"), self.config)
 
-    def assets(self) -> list:
-        return []  # no files: its check (this setup) depends on the config and code alone
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        sig = quality_signals(batch.column("text"), batch.column("lang"), self.config)
-        for f in self.fields:
-            batch = with_column(batch, f.name, W.to_arrow(sig[f.name], f.type), f.type)
-        reasons = W.reasons_for_batch(QUALITY_RULES, sig, self.config, batch.num_rows)
-        return merge_reasons(batch, reasons)
+    def rules(self) -> list:
+        return QUALITY_RULES
