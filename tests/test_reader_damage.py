@@ -134,6 +134,12 @@ def payloads(warc_plain):
     return out
 
 
+def around_damaged(fixture):
+    """``(data, bounds, ids, bounds[DAMAGED], ids of the other records)`` of a WARC fixture."""
+    data, bounds, ids = fixture
+    return data, bounds, ids, bounds[DAMAGED], [x for k, x in enumerate(ids) if k != DAMAGED]
+
+
 def zeroed_inside(data: bytes, a: int, b: int, rnd: random.Random, times: int = 60):
     """``times`` copies of ``data`` with a run of 1-64 bytes zeroed that starts in ``[a, b - 1)`` and
     ends by ``b`` (inside one record or member): ``(start, length, damaged bytes)`` each."""
@@ -162,11 +168,9 @@ def test_gzip_member_cut_at_every_offset(warc_gz, tmp_path, payloads):
 
 
 def test_gzip_zeroed_byte_ranges(warc_gz, tmp_path, payloads):
-    data, bounds, ids = warc_gz
+    data, bounds, ids, (a, b), intact = around_damaged(warc_gz)
     rnd = random.Random(1)
     read = Reader(tmp_path, "zeroed.warc.gz")
-    a, b = bounds[DAMAGED]
-    intact = [x for k, x in enumerate(ids) if k != DAMAGED]
     for s, n, d in zeroed_inside(data, a, b, rnd):  # inside one member
         # zeroing the gzip header's MTIME/XFL/OS bytes leaves the record whole: then none errored
         assert_accounted(read(d), intact, {ids[DAMAGED]}, f"zeroed {s - a}+{n} of member {DAMAGED}",
@@ -269,11 +273,9 @@ def test_plain_record_cut_at_every_offset(warc_plain, tmp_path, payloads):
 
 
 def test_plain_zeroed_ranges_and_garbage(warc_plain, tmp_path, payloads):
-    data, bounds, ids = warc_plain
+    data, bounds, ids, (a, b), intact = around_damaged(warc_plain)
     rnd = random.Random(2)
     read = Reader(tmp_path, "zeroed.warc")
-    a, b = bounds[DAMAGED]
-    intact = [x for k, x in enumerate(ids) if k != DAMAGED]
     for s, n, d in zeroed_inside(data, a, b, rnd):
         items = read(d)
         # zeros in the HTML payload change the page but not its framing: it is read (different
