@@ -180,7 +180,7 @@ def test_ledger_and_inspect_record_phase_settings_in_force(run_dir, tmp_path, ca
 
     led = json.loads((run_dir / "ledger.json").read_text())
     assert led["phase_configs"]["report"] == {"report": ReportConfig().model_dump(mode="json")}
-    assert led["phase_configs"]["report"]["report"] == {"enabled": True, "log_y": "auto"}
+    assert led["phase_configs"]["report"]["report"] == {"enabled": True, "log_y": "auto", "histograms": False}
     dedup = led["phase_configs"]["dedup"]["dedup"]
     want = DedupConfig(**dedup).minhash.band_rows()  # the config's own rule
     assert (led["phases"]["dedup"]["stats"]["bands"], led["phases"]["dedup"]["stats"]["rows"]) == want
@@ -189,12 +189,12 @@ def test_ledger_and_inspect_record_phase_settings_in_force(run_dir, tmp_path, ca
     led["phase_configs"]["report"] = {"report": None}
     (old / "ledger.json").write_text(json.dumps(led))
     eff = effective_phase_configs(I.Run.open(str(old)))
-    assert eff["report"]["report"] == {"enabled": True, "log_y": "auto"}
+    assert eff["report"]["report"] == {"enabled": True, "log_y": "auto", "histograms": False}
     assert (eff["dedup"]["dedup"]["minhash"]["bands"], eff["dedup"]["dedup"]["minhash"]["rows"]) == want
     assert dedup["minhash"]["bands"] is None  # the recorded config is left as the manifest said
     assert cli.main(["inspect", str(old)]) == 0
     flat = " ".join(capsys.readouterr().out.split())
-    assert f"minhash.bands={want[0]}, minhash.rows={want[1]}" in flat and "report: enabled=true, log_y=auto" in flat
+    assert f"minhash.bands={want[0]}, minhash.rows={want[1]}" in flat and "report: enabled=true, log_y=auto, histograms=false" in flat
 
 
 def test_doc_fate_and_raw_record(run_dir, capsys):
