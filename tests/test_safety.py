@@ -301,9 +301,11 @@ def test_safety_set_test_split_figures():
 
     res = bench_safety.evaluate("test", bench_safety._manifest_chain())
     chain = res["new"]["chain"]
-    # Issue 15's targets, measured once on the test half after the dev sweep: 0.933 (306/328), 0.018 (4/228).
-    assert chain["recall"]["rate"] >= 0.93 and chain["recall_sexual"]["rate"] >= 0.94
-    assert chain["recall_toxic"]["rate"] >= 0.92
+    # Issue 15's targets (recall >= 0.90, false rejection <= 2%), measured on the test half after the dev
+    # sweep: 0.933 (306/328), 0.018 (4/228); after issue 20's extraction change (comment sections under
+    # articles no longer main text; the set is extracted at run time) 0.929 (303/326), 0.013 (3/227).
+    assert chain["recall"]["rate"] >= 0.92 and chain["recall_sexual"]["rate"] >= 0.93
+    assert chain["recall_toxic"]["rate"] >= 0.91
     assert chain["false_rejection"]["rate"] <= 0.02 and chain["false_rejection_benign"]["rate"] == 0.0
     # The whole-document stages it replaced caught almost nothing on the same pages.
     assert res["old"]["chain"]["recall"]["rate"] <= 0.10
