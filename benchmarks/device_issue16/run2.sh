@@ -4,7 +4,7 @@ python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/r
 set -o pipefail; command -v taskset || exit 1
 F=${F:-600}
 echo "== ratio $(date -u +%T)"
-timeout 200 taskset -c 0 python3 benchmarks/bench_phase1.py --part ratio --reps 3 --cc-records 0 > $OUT/ratio.json 2> >(grep -v "Async instruction" | tail -20 | cut -c1-250)
+timeout 200 taskset -c 0 python3 benchmarks/bench_phase1.py --part ratio --reps 3 --cc-records 0 > $OUT/ratio.json 2> $OUT/ratio.err
 echo "rc=$?"; python3 -c "import json; r=json.load(open('$OUT/ratio.json')); print(json.dumps({k: {x: v[x] for x in ['ratio','ratio_min','ratio_max','cpu_seconds']} for k, v in r['inputs'].items()}))"
 for wf in 1:8 16:64 4:16; do w=${wf%:*}; f=${wf#*:}
   echo "== scaling $w workers, $f files x $F records, $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
