@@ -14,7 +14,7 @@ LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
-	@echo "make test   - the test suite (about 30 min on 2 cores)"
+	@echo "make test   - the test suite (about 15 min on 2 cores)"
 	@echo "make test-slow - long scale/fault tests (marked slow)"
 	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
 	@echo "make bench-ablate - the shipped CPU mixture ablation: seed-to-seed Spearman, noise floor, time"
