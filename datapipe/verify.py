@@ -87,8 +87,10 @@ def verify_run(output: str, storage_options: dict | None, ledger: Ledger, task_r
                 raise InvariantError(f"{tokens_dir}/index.json says {index['total_documents']} documents, "
                                      f"its shards hold {n_tok}")
             listed = set(shards)
-            others = sorted(set(fs.glob(f"{root}/{tokens_dir}/*.parquet")) - listed)
+            others = sorted(set(fs.glob(f"{root}/{tokens_dir}/*.parquet")) - listed
+                            | set(fs.glob(f"{root}/{tokens_dir}/*.tmp-*")))   # a killed writer's temp
             if others:
-                raise InvariantError(f"{tokens_dir}/ holds shard(s) its index does not list, e.g. {others[0]}")
+                raise InvariantError(f"{tokens_dir}/ holds shard(s) or temporary file(s) its index does not list, "
+                                     f"e.g. {others[0]}")
             out["token_rows"] = n_tok
     return out

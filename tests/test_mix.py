@@ -177,3 +177,33 @@ def test_phase3_end_to_end_identical_across_worker_counts(tmp_path):
         assert wide["dtype"] == "uint32"
         shard0 = json.loads((a / "tokens" / "index.json").read_text())["shards"][0]["path"]
         assert pq.read_schema(a / "tokens" / shard0).field("input_ids").type == pa.list_(pa.uint32())
+
+
+def test_killed_shard_writer_leaves_no_temp_file_in_the_token_folder(tmp_path, monkeypatch):
+    """A worker killed inside ``_write_shard`` leaves ``shard-*.parquet.tmp-*``; the retried task
+    writes under a new name. The finished phase must hold only its shards and index (same bytes as an
+    undisturbed run). In-process workers, so the patched writer is the one the tasks run."""
+    from datapipe.stages.phases.tokenize import phase as ph
+
+    docs = cc_docs()
+    mix, tok = MixConfig(total_tokens=20000, seed=3), TokenizeConfig(shard_tokens=8000)
+    clean = make_run_dir(tmp_path / "clean", docs)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address="127.0.0.1:0") as c, \
+            Client(c) as client:
+        run_mix_tokenize(client, str(clean), mix, tok)
+        real = ph._write_shard
+
+        def killed_first(i, lo, hi, dst, *a, **k):   # what a killed first attempt leaves behind
+            with open(f"{dst}.tmp-999-deadbeef", "wb") as fh:
+                fh.write(b"PAR1 half a shard")
+            return real(i, lo, hi, dst, *a, **k)
+
+        monkeypatch.setattr(ph, "_write_shard", killed_first)
+        hit = make_run_dir(tmp_path / "hit", docs)
+        run_mix_tokenize(client, str(hit), mix, tok)
+    names = sorted(p.name for p in (hit / "tokens").iterdir())
+    assert names == sorted(p.name for p in (clean / "tokens").iterdir()) and not any(".tmp-" in n for n in names)
+    assert len([n for n in names if n.startswith("shard-")]) >= 2
+    for n in names:
+        if n.startswith("shard-"):
+            assert (hit / "tokens" / n).read_bytes() == (clean / "tokens" / n).read_bytes()
