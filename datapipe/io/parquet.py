@@ -1,9 +1,9 @@
 """Atomic writes: every file is written under a temporary name and renamed when complete.
 
 A reader never sees a half-written shard: a task that dies leaves only ``*.tmp-*`` files, which
-the next run removes. Works on any fsspec filesystem (rename = ``fs.mv``). ``write_table_atomic``
+the phase removes once its writers have returned (``remove_temporaries``), or else the next run. Works on any fsspec filesystem (rename = ``fs.mv``). ``write_table_atomic``
 writes whole Parquet files, ``write_json_atomic`` markers and indexes; token shards, which are
-streamed with row groups cut by token counts, use ``tokenize.tokenizer.AtomicParquetWriter``.
+streamed with row groups cut by token counts, use ``tokenize.shards.AtomicParquetWriter``.
 """
 from __future__ import annotations
 
@@ -55,6 +55,18 @@ def write_table_atomic(url: str, table: pa.Table, storage_options: dict | None =
     t = table.combine_chunks()
     write_atomic(url, lambda fh: pq.write_table(t, fh, compression=COMPRESSION, row_group_size=row_group_size),
                  "wb", storage_options, fs=fs)
+
+
+def remove_temporaries(fs, pattern: str) -> list[str]:
+    """Remove the temporary files (``<file>.tmp-*``, as this module's writers and the token-shard
+    writer name them) of the files matching the glob ``pattern`` on ``fs``; return the removed paths.
+
+    A worker killed mid-write leaves its temporary file and the retried task writes under a new
+    name; call this once every writer of those files has returned (one run holds the output lock)."""
+    left = sorted(fs.glob(f"{pattern}.tmp-*"))
+    for p in left:
+        fs.rm(p)
+    return left
 
 
 def remove_file(url: str, storage_options: dict | None = None) -> bool:

@@ -31,6 +31,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datapipe.io.parquet import remove_temporaries
 from datapipe.ledger import StageCounts
 from datapipe.schema import without_snapshots
 from datapipe.stages.phases.dedup import components, near, ngram, steps
@@ -262,22 +263,17 @@ def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[s
     return out
 
 
-#: Temporary files of this phase's outputs (``write_table_atomic`` names them ``<file>.tmp-<hex>``).
-TEMP_PATTERNS = ("documents/*.tmp-*", "rejected/dedup-*.tmp-*")
+#: Outputs of this phase whose temporary files (``<file>.tmp-<hex>``) killed writers may leave.
+TEMP_PATTERNS = ("documents/*", "rejected/dedup-*")
 
 
 def remove_leftover_temps(store: Store) -> list[str]:
     """Remove the temporary files of ``documents/`` and ``rejected/dedup-*`` that killed writers
-    left; return their paths relative to the run.
-
-    A worker killed while it writes a shard leaves its temporary file, and the retried task writes
-    under a new name, so nothing else would remove it before the next run. Called after the last
-    writing step has returned, when no writer of these files is left (one run holds the output's
-    lock; phases run one after another)."""
-    left = [rel for pat in TEMP_PATTERNS for rel in store.glob(pat)]
-    for rel in left:
-        store.fs.rm(store.path(rel))
-    return left
+    left (``datapipe.io.parquet.remove_temporaries``); return their paths relative to the run.
+    Called after the last writing step has returned."""
+    base = store.root.rstrip("/") + "/"
+    return [p[len(base):] if p.startswith(base) else p
+            for pat in TEMP_PATTERNS for p in remove_temporaries(store.fs, store.path(pat))]
 
 
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from datapipe.io.parquet import remove_temporaries
 from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
 from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
 from datapipe.stages.phases.tokenize.tokenizer import TextTokenizer, TokenizeConfig, load_tokenizer, resolve_files
@@ -221,10 +222,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     shards = client.gather(client.map(_write_shard, list(range(len(lows))), lows, highs, shard_paths,
                                       sampled=[url(p) for p in sampled], dtype=tok.dtype.name,
                                       tok_cfg=tcfg, so=so, pure=False))
-    # A worker killed while it writes a shard leaves its AtomicParquetWriter temp (the retry writes
-    # under a new name); every writer has returned here, so what is left is a killed writer's.
-    for left in fs.glob(f"{out}/*.tmp-*"):
-        fs.rm(left)
+    remove_temporaries(fs, f"{out}/*")  # of shard writers killed mid-write; all writers returned
     got: dict[str, int] = {}
     for s in shards:
         for d, n in s["tokens_per_domain"].items():
