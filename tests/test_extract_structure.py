@@ -88,13 +88,37 @@ def test_block_trim_cuts_menu_lines_around_the_body():
     after the last long block are cut when the long blocks carry the page."""
     from datapipe.stages.lib.mainblock import trim_blocks
 
-    body = ["A long paragraph " + "of body text " * 10, "Another long paragraph " + "with more words " * 8]
+    body = ["A long paragraph " + "of body text " * 10 + "ends here.", "Another long paragraph " + "with more words " * 8 + "ends too!"]
     text = "\n".join(["Home", "Sport", "Weather", "The Headline", body[0], "A short line inside", body[1],
                       "Share this", "Privacy"])
     assert trim_blocks(text, 100, 0.3) == "\n\n".join(["The Headline", body[0], "A short line inside", body[1]])
     # A page of short blocks (a listing): the long blocks hold too little of it; left as it is.
     listing = "\n".join(["Item %d: a product name and price" % i for i in range(30)] + [body[0]])
     assert trim_blocks(listing, 100, 0.3) == listing
+
+
+def test_block_trim_body_is_prose_not_a_menu_row():
+    """A long line that is a row of links or cells (tab- or pipe-separated, or without a sentence
+    end) is not a body block: a page whose only long lines are menus keeps its short content lines."""
+    from datapipe.stages.lib.mainblock import is_prose, trim_blocks
+
+    menu_tabs = "\t\t".join(["River Cruises", "Ocean Cruises", "Guided Tours", "Rail Journeys",
+                                "Safari Trips", "Island Hopping", "City Breaks", "Last Minute Deals"])
+    menu_pipes = " | ".join(["Home", "About us", "Our tours", "Destinations", "Special offers",
+                              "Travel insurance", "Contact", "Terms of booking", "Privacy policy"])
+    menu_words = "Home Products Services Support Downloads Community Partners Careers Investors Press Events Blog Shop Legal Imprint"
+    content = ["Sorry, the itinerary could not be found.", "Broaden your search to see more results.",
+               "Call us to speak to a specialist."]
+    assert not any(is_prose(b) for b in (menu_tabs, menu_pipes, menu_words))
+    for menu in (menu_tabs, menu_pipes, menu_words):
+        page = "\n".join([menu, "Search", *content, menu])
+        assert trim_blocks(page, 100, 0.3) == page
+    # The same menus around real prose: the prose is the body and the menus are cut.
+    prose = "We run small-group river cruises on the Danube, the Rhine and the Douro, " \
+            "with guides on board and excursions included in every fare."
+    page = "\n".join([menu_tabs, "Our cruises", prose, menu_pipes])
+    assert trim_blocks(page, 100, 0.3) == "\n\n".join(["Our cruises", prose])
+    assert is_prose(prose) and is_prose("\u4e00" * 99 + "\u3002")
 
 
 def test_keep_ratio_falls_back_to_plain_main_content():
