@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from datapipe.task import PROGRESS_TOPIC, run_file_task
 from datapipe.task_failure import record_failed_task
 
 log = logging.getLogger("datapipe")
+
+#: Key prefix of every phase-1 task (``read-extract-filter-<task id>-<fingerprint>``).
+PHASE1_KEY = "read-extract-filter-"
 
 
 @dataclass
@@ -240,6 +244,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
             _remove([join(manifest.output, "_tasks", f"{t}.json") for t in plan.task_ids], so)
         _remove(plan.stale, so)  # outputs of inputs no longer in the manifest; leftovers of killed writers
         with _client_for(manifest, client) as cl:
+            if plan.specs:  # the later phases' imports, while this process waits for phase 1
+                _prefetch(manifest)
             records, dashboard = _phase1(cl, manifest, plan, progress, on_dashboard, on_records, on_plan)
             ledger = Ledger()
             for r in records:
@@ -257,6 +263,21 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     return result
 
 
+def _prefetch(manifest: Manifest) -> threading.Thread:
+    """``Phase.prefetch`` of every enabled phase, in a daemon thread (errors are left to the phase)."""
+    def work():
+        for cls in phases():
+            if cls.enabled(manifest):
+                try:
+                    cls(manifest).prefetch()
+                except Exception as e:  # noqa: BLE001 - the phase's own import reports it
+                    log.debug("prefetch of phase %s failed (the phase will report it): %s", cls.name, e)
+
+    th = threading.Thread(target=work, name="datapipe-prefetch", daemon=True)
+    th.start()
+    return th
+
+
 def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, on_records, on_plan):
     from datapipe import monitor
     from datapipe.procenv import ProcessLimits
@@ -265,10 +286,10 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     specs = plan.specs
     monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
     client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
-    if specs:  # models, sandbox and kernels load on every worker beside the first task, not in it
-        from datapipe.warmup import ChainWarmup
+    if specs:  # models, sandbox and kernels load beside a worker's first task, not in it (only
+        from datapipe.warmup import ChainWarmup  # on workers that get one: see datapipe.warmup)
 
-        client.register_plugin(ChainWarmup(specs[0].stages))
+        client.register_plugin(ChainWarmup(specs[0].stages, PHASE1_KEY))
     dashboard = client.dashboard_link
     if on_dashboard:
         on_dashboard(dashboard)
@@ -279,7 +300,7 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     if on_records:  # live record counts from running tasks (see task._report_progress)
         client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
                                and on_records(ev[1]["task"], ev[1]["records"]))
-    futures = {client.submit(run_file_task, s, key=f"read-extract-filter-{s.task_id}-{s.fingerprint}",
+    futures = {client.submit(run_file_task, s, key=f"{PHASE1_KEY}{s.task_id}-{s.fingerprint}",
                              retries=manifest.cluster.retries, pure=False): s for s in specs}
     records = []
     for fut in as_completed(futures):

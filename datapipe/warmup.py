@@ -1,14 +1,21 @@
-"""Set up the phase-1 chain on every worker as it joins, beside the work, not inside it.
+"""Set up the phase-1 chain on a worker as its first phase-1 task arrives, beside the task.
 
 A worker's first task used to load every model, start the extraction sandbox child and load
 numba's compiled MinHash kernels before its first batch (issue 16: most of phase 1's time on a
 small input; the kernels' load was counted as ``dedup_signatures`` stage time). ``ChainWarmup``,
-registered by the runner at the start of phase 1, starts one daemon thread per worker that runs
-``task.build_chain`` on the chain in reverse order: a task arriving meanwhile walks the chain
-forward, so the two meet in the middle (per-stage locks in ``build_chain``: each stage is set up
-once), and while one waits for the sandbox child to start the other imports and loads models.
-A worker that gets no phase-1 task (one small file, several workers) is ready for the later
-phases' numba kernels. Outputs do not change: setup only fills per-process caches.
+registered by the runner at the start of phase 1, starts one daemon thread on a worker when the
+scheduler hands that worker its first phase-1 task (a key starting with ``key_prefix``). The
+thread runs ``task.build_chain`` on the chain in reverse order while the task walks it forward,
+so the two meet in the middle (per-stage locks in ``build_chain``: each stage is set up once),
+and while one waits for the sandbox child to start the other imports and loads models.
+
+Only workers that get phase-1 work warm up: a one-file run on 16 workers sets up one chain, not
+16 that contend for the host's cores (issue 16 measured ~6 CPU-s per extra worker). A worker
+that joins later (a replacement after a loss, ``datapipe.healing_cluster``) warms up when it gets
+a task, like the others. A worker that gets no phase-1 task loads the later phases' numba kernels
+on first use there (dedup's near-duplicate check, only when there are candidate pairs); every
+phase-1 stage's setup, the kernels included, stays out of its stage time on every worker that
+runs one. Outputs do not change: setup only fills per-process caches.
 
 A setup that fails in the thread is dropped there; the task's own ``build_chain`` meets the same
 error and reports it as before (the file's task errors with the reason).
@@ -25,6 +32,10 @@ except ImportError:  # pragma: no cover - distributed is a dependency
 
 log = logging.getLogger("datapipe")
 
+#: Worker-side task states that mean "this worker is to run the task" (distributed's worker state
+#: machine: a new compute task goes released -> waiting -> ready -> executing).
+_ASSIGNED = ("waiting", "ready", "constrained", "executing")
+
 
 def warm(stages: list[dict]) -> None:
     """Set up every stage of ``stages`` (a chain as in a TaskSpec), last first; errors are logged."""
@@ -38,14 +49,27 @@ def warm(stages: list[dict]) -> None:
 
 
 class ChainWarmup(WorkerPlugin):
-    """Worker plugin: ``warm(stages)`` in a daemon thread on every worker, present and future."""
+    """Worker plugin: ``warm(stages)`` in a daemon thread on each worker, once, when the first
+    task whose key starts with ``key_prefix`` is assigned to it (present and future workers).
+    ``thread`` is None on a worker that has had no such task."""
 
     name = "datapipe-chain-warmup"
 
-    def __init__(self, stages: list[dict]):
+    def __init__(self, stages: list[dict], key_prefix: str):
         self.stages = stages
+        self.key_prefix = key_prefix
         self.thread: threading.Thread | None = None
 
     def setup(self, worker) -> None:
-        self.thread = threading.Thread(target=warm, args=(self.stages,), name="datapipe-warmup", daemon=True)
-        self.thread.start()
+        self.thread = None  # each worker's copy starts cold
+
+    def transition(self, key, start: str, finish: str, **kwargs) -> None:
+        # Called on the worker's event loop for every task transition: keep it a few comparisons.
+        if self.thread is None and finish in _ASSIGNED and isinstance(key, str) and key.startswith(self.key_prefix):
+            self.start()
+
+    def start(self) -> None:
+        """Start the warm-up thread (no-op when it has started already)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=warm, args=(self.stages,), name="datapipe-warmup", daemon=True)
+            self.thread.start()

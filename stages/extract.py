@@ -101,6 +101,27 @@ class Extract(Stage):
             # fails before any work, and the first batch does not pay its start-up.
             self._sandbox.start()
 
+    def assets(self) -> list:
+        """What ``check`` (the sandbox child's start) depends on besides config, code and
+        interpreter (``datapipe.check_cache``): the files the child starts from (the sandbox
+        module, ``procenv``'s environment, resiliparse's compiled modules) and the folder
+        resiliparse is installed in (its mtime moves with any install or removal there). The
+        client then starts a child once per identity of these, not in every run (~1 s, issue 16);
+        a child that cannot start on a worker errors the file's task with the reason. Without
+        the sandbox, setup loads nothing: no files."""
+        if not self.config.sandbox:
+            return []
+        from pathlib import Path
+
+        import resiliparse
+
+        from datapipe import procenv
+        from datapipe.stages.lib import extract_sandbox
+
+        pkg = Path(resiliparse.__file__).parent  # its compiled code: _resiliparse.*.so (2.0)
+        return [Path(extract_sandbox.__file__), Path(procenv.__file__), pkg / "__init__.py",
+                *sorted(pkg.rglob("*.so")), pkg.parent]
+
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()
         n = batch.num_rows

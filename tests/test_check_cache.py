@@ -2,6 +2,9 @@
 per size + mtime of its asset files across processes (datapipe/check_cache.py)."""
 from __future__ import annotations
 
+import shutil
+import sys
+
 from datapipe import runner
 from datapipe.manifest import validate_manifest
 from datapipe.stage import registry
@@ -100,6 +103,44 @@ def test_a_stage_without_assets_is_checked_in_every_process(tmp_path, monkeypatc
     assert registry()["pii"]().assets() is None and len(calls) == 2
 
 
+def test_the_sandbox_start_check_is_remembered_until_its_files_change(tmp_path, monkeypatch):
+    """Issue 16: ``extract`` named no assets, so every run's client started an extraction sandbox
+    child to check it (~1 s). It names the files the child starts from; a changed one (here the
+    sandbox module, copied and touched) checks again, and so does another interpreter."""
+    import os
+
+    from datapipe.stages.lib import extract_sandbox
+
+    monkeypatch.setenv("DATAPIPE_CACHE", str(tmp_path / "cache"))
+    module = tmp_path / "extract_sandbox.py"
+    shutil.copy(extract_sandbox.__file__, module)
+    monkeypatch.setattr(extract_sandbox, "__file__", str(module))
+    starts = []
+    real = extract_sandbox.Sandbox._start
+    monkeypatch.setattr(extract_sandbox.Sandbox, "_start", lambda self: (starts.append(1), real(self)))
+    doc = tmp_path / "in.jsonl"
+    doc.write_text('{"text": "one document"}\n')
+
+    def new_process(stages):
+        monkeypatch.setattr(runner, "_CHECKED", set())
+        runner.check_before_work(validate_manifest({"name": "t", "inputs": {"paths": [str(doc)]},
+                                                    "output": str(tmp_path / "out"), "stages": stages}, "test"))
+
+    new_process([{"extract": {}}])
+    new_process([{"extract": {}}])
+    assert len(starts) == 1
+    st = module.stat()
+    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    new_process([{"extract": {}}])
+    assert len(starts) == 2
+    monkeypatch.setattr(sys, "executable", sys.executable + "-other")  # the key holds the interpreter
+    monkeypatch.setattr(extract_sandbox.Sandbox, "_start", lambda self: starts.append(1))
+    new_process([{"extract": {}}])
+    assert len(starts) == 3
+    new_process([{"extract": {"sandbox": False}}])  # no child to start: nothing to check but config and code
+    assert len(starts) == 3 and registry()["extract"](registry()["extract"].Config(sandbox=False)).assets() == []
+
+
 def test_every_asset_of_the_main_chain_resolves():
     """The stages of the main manifest that load files name them (so their checks are cached),
     and each named file exists."""
@@ -110,6 +151,6 @@ def test_every_asset_of_the_main_chain_resolves():
     m = load_manifest(Path(__file__).resolve().parent.parent / "manifests" / "cc-2026.yaml",
                       {"inputs.paths": ["x.warc.gz"], "inputs.crawl": None})
     named = {st.name: st.assets() for st in m.build_stages()}
-    for name in ("langid", "url_blocklist", "quality_classifier", "toxicity", "nsfw", "profanity"):
+    for name in ("extract", "langid", "url_blocklist", "quality_classifier", "toxicity", "nsfw", "profanity"):
         assert named[name], name
         assert all(Path(p).exists() for p in named[name]), name

@@ -100,6 +100,41 @@ def test_optimal_bands_rows_match_datasketch(threshold, num_perm):
     assert optimal_bands_rows(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5)
 
 
+def test_exact_areas_choose_as_the_quad_search_on_a_grid(monkeypatch):
+    """Issue 16: importing scipy.integrate for ``quad`` cost ~1 s of every manifest load. The
+    areas are now exact (Gauss-Legendre on the polynomial integrands) and ``quad`` runs only on a
+    near tie. On a grid of thresholds, sizes and weights the choice equals the quad search (the
+    code before) and datasketch's; ties and zero weights are decided by quad, as before."""
+    from datapipe.stages.phases.dedup import config
+
+    searched = []
+    quad_search = config._quad_search
+    monkeypatch.setattr(config, "_quad_search", lambda *a: searched.append(a) or quad_search(*a))
+    for num_perm, thresholds in ((16, (0.1, 0.3, 0.45, 0.6, 0.75, 0.9)), (128, (0.3, 0.6, 0.9))):
+        for t in thresholds:
+            for w in ((0.5, 0.5), (0.3, 0.7), (0.9, 0.1), (0.0, 1.0)):
+                config.optimal_bands_rows.cache_clear()
+                got = config.optimal_bands_rows(t, num_perm, *w)
+                assert got == quad_search(t, num_perm, *w), (t, num_perm, w)
+                if 0.0 not in w:
+                    assert got == _optimal_param(t, num_perm, *w), (t, num_perm, w)
+    assert {a[3] for a in searched} == {1.0}  # only the zero-weight cases (many areas ~0) went to quad
+    config.optimal_bands_rows.cache_clear()
+    assert config.optimal_bands_rows(0.5, 2) == quad_search(0.5, 2, 0.5, 0.5)  # (1, 2) and (2, 1) tie
+    assert searched[-1] == (0.5, 2, 0.5, 0.5)
+
+
+def test_exact_areas_are_the_integrals():
+    from datapipe.stages.phases.dedup.config import _exact_areas
+
+    b, r, fp, fn = _exact_areas(0.6, 8)
+    i = next(k for k in range(len(b)) if (b[k], r[k]) == (2, 3))
+    # 1 - (1 - s^3)^2 = 2 s^3 - s^6: integral 0..0.6 = 0.6^4 / 2 - 0.6^7 / 7; (1 - s^3)^2 over 0.6..1
+    assert fp[i] == pytest.approx(0.6 ** 4 / 2 - 0.6 ** 7 / 7, rel=1e-12)
+    assert fn[i] == pytest.approx((1 - 0.5 + 1 / 7) - (0.6 - 0.6 ** 4 / 2 + 0.6 ** 7 / 7), rel=1e-12)
+    assert [(int(x), int(y)) for x, y in zip(b, r)][:9] == [(1, k) for k in range(1, 9)] + [(2, 1)]
+
+
 def test_cs336_parameters_expressible():
     assert MinHashConfig(num_perm=100, bands=10).band_rows() == (10, 10)
     assert MinHashConfig(num_perm=500, bands=50).band_rows() == (50, 10)

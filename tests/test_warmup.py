@@ -29,8 +29,9 @@ def test_warmup_and_a_task_set_up_each_stage_once(monkeypatch):
     monkeypatch.setattr(task, "_STAGE_CACHE", {})
     monkeypatch.setattr(task, "_SETUP_LOCKS", {})
     chain = [{"a": {}}, {"b": {}}, {"c": {}}, {"d": {}}]
-    plugin = warmup.ChainWarmup(chain)
+    plugin = warmup.ChainWarmup(chain, "phase1-")
     plugin.setup(worker=None)
+    plugin.transition("phase1-f", "released", "waiting")  # the scheduler hands this worker a task
     built = task.build_chain(chain)  # the first task, meanwhile, in this thread
     plugin.thread.join(5)
     assert [st.name for st in built] == ["a", "b", "c", "d"] and all(st._ready for st in built)
@@ -38,6 +39,52 @@ def test_warmup_and_a_task_set_up_each_stage_once(monkeypatch):
     warm = [n for n, th in log if th == "datapipe-warmup"]
     assert warm and warm == sorted(warm, reverse=True)  # the warm-up walks the chain from its end
     assert "d" in warm  # it started where the task was not
+
+
+def test_only_a_phase1_task_starts_the_warmup(monkeypatch):
+    started = []
+    monkeypatch.setattr(warmup, "warm", lambda stages: started.append(stages))
+    plugin = warmup.ChainWarmup([{"a": {}}], "read-extract-filter-")
+    plugin.setup(worker=None)
+    plugin.transition("dedup-exact-0", "released", "waiting")  # a later phase's task
+    plugin.transition(("read-extract-filter-x", 0), "released", "waiting")  # a tuple key is no phase-1 task
+    plugin.transition("read-extract-filter-x-1", "waiting", "released")  # not to run here
+    assert plugin.thread is None
+    plugin.transition("read-extract-filter-x-1", "released", "waiting")
+    plugin.transition("read-extract-filter-x-1", "waiting", "ready")
+    plugin.transition("read-extract-filter-y-2", "released", "waiting")  # a second task: no second thread
+    plugin.thread.join(5)
+    assert started == [[{"a": {}}]]
+
+
+def test_on_a_cluster_only_workers_given_phase1_tasks_warm_up(monkeypatch):
+    """Issue 16: every worker set up the whole chain as it joined, so a one-file run on 16 workers
+    paid 16 set-ups on the host's cores for one task. Now: the worker that runs the task, and a
+    worker that joins later (as a replacement after a loss does) once it gets one."""
+    from distributed import Client, LocalCluster, get_worker
+
+    monkeypatch.setattr(warmup, "warm", lambda stages: None)  # in-process workers: no real chain
+
+    def name(_):
+        return get_worker().name
+
+    def warmed(dask_worker):
+        return dask_worker.plugins[warmup.ChainWarmup.name].thread is not None
+
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        client.register_plugin(warmup.ChainWarmup([{"a": {}}], "read-extract-filter-"))
+        assert not any(client.run(warmed).values())
+        ran_on = client.submit(name, 0, key="read-extract-filter-one-abc", pure=False).result()
+        client.submit(name, 1, key="dedup-exact-0", pure=False).result()  # a later phase's task warms nothing
+        state = {client.cluster.scheduler.workers[a].name: w for a, w in client.run(warmed).items()}
+        assert state == {n: n == ran_on for n in state}
+        cluster.scale(4)  # a worker that joins later, as HealingLocalCluster's replacement does
+        client.wait_for_workers(4)
+        new = next(a for a, w in client.cluster.scheduler.workers.items() if w.name not in state)
+        assert not client.run(warmed, workers=[new])[new]  # joined cold
+        late = client.submit(name, 2, key="read-extract-filter-two-def", workers=[new], pure=False).result()
+        assert client.run(warmed, workers=[new])[new] and late == client.cluster.scheduler.workers[new].name
 
 
 def test_a_failing_setup_in_the_warmup_is_left_to_the_task(monkeypatch):

@@ -4,8 +4,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from scipy.integrate import quad
 
 from datapipe.ranges import Seed
 from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT, Criterion
@@ -144,11 +144,46 @@ class DedupConfig(_Strict):
 
 
 def _fp(threshold: float, b: int, r: int) -> float:
+    from scipy.integrate import quad  # ~1 s to import (scipy.special, optimize): only on a near tie
+
     return quad(lambda s: 1 - (1 - s ** r) ** b, 0.0, threshold)[0]
 
 
 def _fn(threshold: float, b: int, r: int) -> float:
+    from scipy.integrate import quad
+
     return quad(lambda s: (1 - s ** r) ** b, threshold, 1.0)[0]
+
+
+def _quad_search(threshold: float, num_perm: int, fp_weight: float, fn_weight: float) -> tuple[int, int]:
+    """datasketch 2.0.0 ``MinHashLSH._optimal_param``: each area by scipy ``quad``, first minimum."""
+    best, opt = float("inf"), (0, 0)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            err = _fp(threshold, b, r) * fp_weight + _fn(threshold, b, r) * fn_weight
+            if err < best:
+                best, opt = err, (b, r)
+    return opt
+
+
+#: quad's requested accuracy (scipy's default epsabs, 1.49e-8 per area) with a margin: a best
+#: candidate ahead of the second by more than this times the weights' sum is quad's choice too.
+_QUAD_TOL = 1e-7
+
+
+def _exact_areas(threshold: float, num_perm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(b, r, fp, fn)`` for every ``b * r <= num_perm`` in datasketch's search order (b outer, r
+    inner), the areas by Gauss-Legendre quadrature: the integrands are polynomials in ``s`` of
+    degree ``b * r <= num_perm``, which ``num_perm // 2 + 1`` nodes integrate exactly (float64
+    rounding aside, ~1e-15)."""
+    b = np.concatenate([np.full(num_perm // k, k) for k in range(1, num_perm + 1)])
+    r = np.concatenate([np.arange(1, num_perm // k + 1) for k in range(1, num_perm + 1)])
+    x, w = np.polynomial.legendre.leggauss(num_perm // 2 + 1)
+    lo, w_lo = threshold / 2 * (x + 1), w * threshold / 2                       # [0, threshold]
+    hi, w_hi = threshold + (1 - threshold) / 2 * (x + 1), w * (1 - threshold) / 2  # [threshold, 1]
+    fp = (1 - (1 - lo[None, :] ** r[:, None]) ** b[:, None]) @ w_lo
+    fn = ((1 - hi[None, :] ** r[:, None]) ** b[:, None]) @ w_hi
+    return b, r, fp, fn
 
 
 @lru_cache(maxsize=64)
@@ -157,16 +192,17 @@ def optimal_bands_rows(threshold: float, num_perm: int, fp_weight: float = 0.5,
     """(bands, rows) with ``bands*rows <= num_perm`` minimising the weighted false positive and
     false negative areas of the LSH S-curve ``1-(1-s**r)**b`` below/above ``threshold``.
 
-    Same objective, search order and integrator (scipy ``quad``) as datasketch 2.0.0
-    ``MinHashLSH``, so the choice matches it (e.g. 0.8/128 -> (9, 13)).
+    The choice is datasketch 2.0.0 ``MinHashLSH``'s (same objective, search order; e.g. 0.8/128
+    -> (9, 13)). The areas are computed exactly (:func:`_exact_areas`); only when the two best
+    candidates are within quad's accuracy of each other (ties, a zero weight) does the search
+    run again with datasketch's integrator (scipy ``quad``), whose rounding then decides.
     """
-    best, opt = float("inf"), (0, 0)
-    for b in range(1, num_perm + 1):
-        for r in range(1, num_perm // b + 1):
-            err = _fp(threshold, b, r) * fp_weight + _fn(threshold, b, r) * fn_weight
-            if err < best:
-                best, opt = err, (b, r)
-    return opt
+    b, r, fp, fn = _exact_areas(threshold, num_perm)
+    err = fp * fp_weight + fn * fn_weight
+    first, second = np.argsort(err, kind="stable")[:2] if len(err) > 1 else (0, None)
+    if second is not None and err[second] - err[first] <= _QUAD_TOL * (fp_weight + fn_weight):
+        return _quad_search(threshold, num_perm, fp_weight, fn_weight)
+    return int(b[first]), int(r[first])
 
 
 def collision_probability(s, bands: int, rows: int):

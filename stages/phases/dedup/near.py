@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.stages.lib.minhash import jaccard_estimate, shingle_sets
-from datapipe.stages.lib.minhash_kernel import pair_jaccard
 from datapipe.stages.lib.normalize import nfkc
 from datapipe.stages.phases.dedup.shuffle_store import U64, mix64, partition_of
 from datapipe.stages.phases.dedup.steps import EDGES, Ctx, Shard, _live_mask, _nodes, edits, node_rows, shard_of
@@ -160,6 +159,8 @@ def write_edges(ctx: Ctx, w, src: np.ndarray, dst: np.ndarray) -> None:
 # -- the check ----------------------------------------------------------------------------------
 def _sets(ctx: Ctx, shard: Shard, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, offsets) per row: shingle-hash sets (exact) or signatures (estimate), as uint64."""
+    if len(rows) == 0:  # no edge from this shard: nothing to read, and no kernel to load for it
+        return np.zeros(0, U64), np.zeros(1, np.int64)
     if ctx.cfg.minhash.verify == "exact":
         return shingle_sets(load_texts(ctx, shard, rows), ctx.cfg.minhash.ngram)
     s = load_signatures(ctx, shard)[0][rows].astype(U64)
@@ -232,6 +233,8 @@ def verify_dst(ctx: Ctx, j: int) -> tuple[int, int]:
             snodes, sv, so = _read_sets(ctx, int(s), np.unique(src[sel]))
             ia = np.searchsorted(snodes, src[sel])
             if m.verify == "exact":
+                from datapipe.stages.lib.minhash_kernel import pair_jaccard  # numba: imported where used
+
                 jac = pair_jaccard(sv, so, ia.astype(np.int64), dv, do, dinv[sel].astype(np.int64))
             else:
                 p = m.num_perm
