@@ -290,6 +290,8 @@ def ablate(pages: list[dict]) -> dict:
     texts = {"before issue 20 (old rules)": [guarded(old_rules, d) for d in docs],
              "plain resiliparse": [guarded(resiliparse_plain, d) for d in docs]}
     base = stage_opts()
+    # The stage's output options (alt texts off, ...): every row differs from "ours" by its rule only.
+    out_opts = {k: base[k] for k in ("alt_texts", "links", "list_bullets", "noscript")}
     for name, over in ablation_configs().items():
         kw = dict(clean=base["clean"], thread_gate=base["thread_gate"], thread_ratio=base["thread_ratio"],
                   keep_ratio=base["keep_ratio"], fallback_chars=base["fallback_chars"],
@@ -298,7 +300,7 @@ def ablate(pages: list[dict]) -> dict:
         kw.update(over)
 
         def fn(b, kw=kw):
-            return extract_main(HTMLTree.parse(decode_payload(b, None).text), {}, **kw)
+            return extract_main(HTMLTree.parse(decode_payload(b, None).text), out_opts, **kw)
 
         texts[name] = [guarded(fn, d) for d in docs]
         print(f"[bench_extraction] ablation: {name}", file=sys.stderr, flush=True)
