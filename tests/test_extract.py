@@ -70,9 +70,10 @@ def trafilatura_eval(data_dir, tmp_path_factory):
 
 
 def test_trafilatura_eval_floor(trafilatura_eval):
-    """Measured on all 990 pages (2026-12-01, stage defaults after issue 20): 92.1% of 'with' strings
-    found, 84.0% of 'without' absent (before issue 20: 94.6% and 78.2%; plain resiliparse main
-    content: 94.2% and 72.0%)."""
+    """Measured on all 990 pages (2026-12-01, stage defaults after issue 20's second round: post meta
+    kept, the block trim's body grown over adjacent sentences): 92.5% of 'with' strings found, 83.0%
+    of 'without' absent (first round 91.6% and 84.5%; before issue 20: 94.6% and 78.2%; plain
+    resiliparse main content: 94.2% and 72.0%)."""
     data = json.loads((trafilatura_eval / "evaldata.json").read_text())
     found = total_w = absent = total_wo = pages = 0
     for entry in data.values():
@@ -87,8 +88,8 @@ def test_trafilatura_eval_floor(trafilatura_eval):
         absent += sum(s not in text for s in entry.get("without", []))
         total_wo += len(entry.get("without", []))
     assert pages == 990
-    assert found / total_w >= 0.915
-    assert absent / total_wo >= 0.835
+    assert found / total_w >= 0.92
+    assert absent / total_wo >= 0.825
 
 
 def test_sandbox_overrun_costs_only_that_document_in_a_batch():

@@ -122,6 +122,19 @@ def test_block_trim_body_is_prose_not_a_menu_row():
     assert is_prose(prose) and is_prose("\u4e00" * 99 + "\u3002")
 
 
+def test_block_trim_keeps_short_sentences_next_to_the_body():
+    """The body grows over the short sentences right around it (an intro line, a closing remark),
+    not over the menu lines beyond them."""
+    from datapipe.stages.lib.mainblock import trim_blocks
+
+    prose = ("This guide explains how the firewall rules are laid out on a gateway, which ports stay "
+             "open for the key exchange, and what to check when a tunnel does not come up.")
+    page = "\n".join(["Home", "Docs", "Quick start", "This page supplements the quick start guide.",
+                      prose, "See the list of resources below.", "Previous", "Next"])
+    assert trim_blocks(page, 100, 0.3) == "\n\n".join(
+        ["Quick start", "This page supplements the quick start guide.", prose, "See the list of resources below."])
+
+
 def test_keep_ratio_falls_back_to_plain_main_content():
     """No worse than resiliparse: when the guarded skips still take the content (a page without
     semantic main blocks whose content div is named like a related box), plain main content is used."""

@@ -133,7 +133,10 @@ def _texts(pages, **cfg):
 def test_trafilatura_eval_f1_floor(trafilatura_pages):
     assert len(trafilatura_pages) == 990
     p, r, f1 = string_scores(_texts(trafilatura_pages), trafilatura_pages)
-    assert p >= 0.845 and r >= 0.915 and f1 >= 0.878, (p, r, f1)
+    # Measured 2026-12-01 after issue 20's second round: P 0.844, R 0.925, F1 0.883 (the first
+    # round's floors were P 0.845, R 0.915, F1 0.878: keeping post meta and the sentences around the
+    # body trade a little precision for recall here, and gain word F1 on the dev split).
+    assert p >= 0.84 and r >= 0.92 and f1 >= 0.88, (p, r, f1)
     _, _, f1_plain = string_scores(_texts(trafilatura_pages, clean=False, fallback_chars=0), trafilatura_pages)
     assert f1 - f1_plain >= 0.03, (f1, f1_plain)  # the clean + fallback measures earn their keep
 

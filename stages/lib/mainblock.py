@@ -16,7 +16,8 @@ Five rules, each measured on the development split of ``benchmarks/extraction_se
 * **block trim**: the text's prose blocks (lines of at least ``trim_chars`` characters with a
   sentence end, not a row of cells or links: no tab inside, fewer than 3 ``|``) are its body; when
   they hold at least ``trim_share`` of the characters (an article-shaped page), the blocks before
-  the first prose block (but the one right before it, a heading) and after the last are cut:
+  the first prose block (but the one right before it, a heading) and after the last are cut, the
+  body first growing over the short sentences right around it:
   menus, bylines, share bars, footers that resiliparse kept. Pages of short blocks (listings,
   products, short forum posts) are left as they are, and so are pages whose long lines are menus
   or tables (a row of tab- or ``|``-separated links is long but not a body: measured on dev, +0.0018
@@ -100,7 +101,9 @@ def is_prose(block: str, min_chars: int = 100) -> bool:
 def trim_blocks(text: str, trim_chars: int = 100, trim_share: float = 0.3, lead: int = 1) -> str:
     """Cut the blocks before the first and after the last prose block (``is_prose`` with
     ``trim_chars``), keeping ``lead`` blocks right before the first one; only when the prose blocks
-    hold at least ``trim_share`` of the characters. Blocks are rejoined by a blank line."""
+    hold at least ``trim_share`` of the characters. The body first grows over the adjacent blocks
+    with a sentence end (dev: +0.0028 F1 overall [+0.0019, +0.0039] over stopping at the first and
+    last prose block). Blocks are rejoined by a blank line."""
     blocks = [b for b in text.split("\n") if b.strip()]
     if len(blocks) < 3:
         return text
@@ -108,7 +111,13 @@ def trim_blocks(text: str, trim_chars: int = 100, trim_share: float = 0.3, lead:
     longs = [i for i, b in enumerate(blocks) if is_prose(b, trim_chars)]
     if not longs or sum(lens[i] for i in longs) < trim_share * sum(lens):
         return text
-    return "\n\n".join(blocks[max(0, longs[0] - lead):longs[-1] + 1])
+    first, last = longs[0], longs[-1]
+    # The body reaches over the short sentences right around it (an intro line, a closing remark).
+    while first > 0 and _SENTENCE_END.search(blocks[first - 1]):
+        first -= 1
+    while last + 1 < len(blocks) and _SENTENCE_END.search(blocks[last + 1]):
+        last += 1
+    return "\n\n".join(blocks[max(0, first - lead):last + 1])
 
 
 def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: float = 2.0,
