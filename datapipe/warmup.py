@@ -12,10 +12,13 @@ and while one waits for the sandbox child to start the other imports and loads m
 Only workers that get phase-1 work warm up: a one-file run on 16 workers sets up one chain, not
 16 that contend for the host's cores (issue 16 measured ~6 CPU-s per extra worker). A worker
 that joins later (a replacement after a loss, ``datapipe.healing_cluster``) warms up when it gets
-a task, like the others. A worker that gets no phase-1 task loads the later phases' numba kernels
-on first use there (dedup's near-duplicate check, only when there are candidate pairs); every
-phase-1 stage's setup, the kernels included, stays out of its stage time on every worker that
-runs one. Outputs do not change: setup only fills per-process caches.
+a task, like the others. Every worker, as it joins, only imports the modules the run's tasks
+unpickle (``import_task_modules``, ~0.3 CPU-s): a later phase's first task on a worker without
+phase-1 work then does not wait for them (each of the dedup phase's sequential steps may land on
+another such worker). Such a worker loads the later phases' numba kernels on first use (dedup's
+near-duplicate check, only when there are candidate pairs); every phase-1 stage's setup, the
+kernels included, stays out of its stage time on every worker that runs one. Outputs do not
+change: setup only fills per-process caches.
 
 A setup that fails in the thread is dropped there; the task's own ``build_chain`` meets the same
 error and reports it as before (the file's task errors with the reason).
@@ -37,6 +40,17 @@ log = logging.getLogger("datapipe")
 _ASSIGNED = ("waiting", "ready", "constrained", "executing")
 
 
+def import_task_modules() -> None:
+    """Import phase 1's task module and every registered phase's module (their task functions)."""
+    import datapipe.task  # noqa: F401 - run_file_task
+    from datapipe.phase import phases
+
+    try:
+        phases()
+    except Exception as e:  # noqa: BLE001 - a task that needs the module reports it
+        log.debug("import of the phase modules failed (a task will report it): %s", e)
+
+
 def warm(stages: list[dict]) -> None:
     """Set up every stage of ``stages`` (a chain as in a TaskSpec), last first; errors are logged."""
     from datapipe.task import build_chain
@@ -50,8 +64,9 @@ def warm(stages: list[dict]) -> None:
 
 class ChainWarmup(WorkerPlugin):
     """Worker plugin: ``warm(stages)`` in a daemon thread on each worker, once, when the first
-    task whose key starts with ``key_prefix`` is assigned to it (present and future workers).
-    ``thread`` is None on a worker that has had no such task."""
+    task whose key starts with ``key_prefix`` is assigned to it (present and future workers);
+    ``import_task_modules`` in another as each worker joins. ``thread`` is None on a worker that
+    has had no such task; ``imports`` is the import thread."""
 
     name = "datapipe-chain-warmup"
 
@@ -59,9 +74,12 @@ class ChainWarmup(WorkerPlugin):
         self.stages = stages
         self.key_prefix = key_prefix
         self.thread: threading.Thread | None = None
+        self.imports: threading.Thread | None = None
 
     def setup(self, worker) -> None:
         self.thread = None  # each worker's copy starts cold
+        self.imports = threading.Thread(target=import_task_modules, name="datapipe-imports", daemon=True)
+        self.imports.start()
 
     def transition(self, key, start: str, finish: str, **kwargs) -> None:
         # Called on the worker's event loop for every task transition: keep it a few comparisons.

@@ -28,6 +28,7 @@ def test_warmup_and_a_task_set_up_each_stage_once(monkeypatch):
     monkeypatch.setattr(task, "registry", lambda reg=_fake_registry(log): reg)
     monkeypatch.setattr(task, "_STAGE_CACHE", {})
     monkeypatch.setattr(task, "_SETUP_LOCKS", {})
+    monkeypatch.setattr(warmup, "import_task_modules", lambda: None)
     chain = [{"a": {}}, {"b": {}}, {"c": {}}, {"d": {}}]
     plugin = warmup.ChainWarmup(chain, "phase1-")
     plugin.setup(worker=None)
@@ -44,6 +45,7 @@ def test_warmup_and_a_task_set_up_each_stage_once(monkeypatch):
 def test_only_a_phase1_task_starts_the_warmup(monkeypatch):
     started = []
     monkeypatch.setattr(warmup, "warm", lambda stages: started.append(stages))
+    monkeypatch.setattr(warmup, "import_task_modules", lambda: None)
     plugin = warmup.ChainWarmup([{"a": {}}], "read-extract-filter-")
     plugin.setup(worker=None)
     plugin.transition("dedup-exact-0", "released", "waiting")  # a later phase's task
@@ -64,12 +66,15 @@ def test_on_a_cluster_only_workers_given_phase1_tasks_warm_up(monkeypatch):
     from distributed import Client, LocalCluster, get_worker
 
     monkeypatch.setattr(warmup, "warm", lambda stages: None)  # in-process workers: no real chain
+    monkeypatch.setattr(warmup, "import_task_modules", lambda: None)
 
     def name(_):
         return get_worker().name
 
     def warmed(dask_worker):
-        return dask_worker.plugins[warmup.ChainWarmup.name].thread is not None
+        plugin = dask_worker.plugins[warmup.ChainWarmup.name]
+        assert plugin.imports is not None  # every worker imports the task modules as it joins
+        return plugin.thread is not None
 
     with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             Client(cluster) as client:
@@ -85,6 +90,19 @@ def test_on_a_cluster_only_workers_given_phase1_tasks_warm_up(monkeypatch):
         assert not client.run(warmed, workers=[new])[new]  # joined cold
         late = client.submit(name, 2, key="read-extract-filter-two-def", workers=[new], pure=False).result()
         assert client.run(warmed, workers=[new])[new] and late == client.cluster.scheduler.workers[new].name
+
+
+def test_the_import_thread_loads_the_modules_tasks_unpickle():
+    """In a fresh interpreter, as a worker starts: nothing of the run's task code before, all after."""
+    import subprocess
+    import sys
+
+    mods = ["datapipe.task", "datapipe.stages.phases.dedup.near", "datapipe.stages.phases.tokenize.phase"]
+    code = (f"import sys; from datapipe import warmup; mods = {mods!r}\n"
+            "before = [m in sys.modules for m in mods]; warmup.import_task_modules()\n"
+            "print(before, [m in sys.modules for m in mods])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.stdout.split("] [") == ["[False, False, False", "True, True, True]\n"], out.stderr[-2000:]
 
 
 def test_a_failing_setup_in_the_warmup_is_left_to_the_task(monkeypatch):
