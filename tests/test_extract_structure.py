@@ -225,3 +225,18 @@ def test_comment_marks_cover_what_comments_false_drops():
     assert tree.body.query_selector(COMMENT_MARKS) is None
     assert (extract_plain_text(tree, main_content=True, comments=False)
             == extract_plain_text(tree, main_content=True, comments=True))
+
+
+def test_block_trim_spares_pages_of_code_listings():
+    """A page with two or more <pre> blocks (documentation, a tutorial) keeps the short lines
+    around its prose: the commands and code after the last paragraph are content."""
+    prose = ("This guide explains how the firewall rules are laid out on a gateway, which ports stay "
+             "open for the key exchange, and what to check when a tunnel does not come up.")
+    code = ["<pre>iptables -A INPUT -p udp --dport 500 -j ACCEPT\niptables -A INPUT -p esp -j ACCEPT</pre>",
+            "<pre>ipsec auto --up mytunnel</pre>"]
+    body = f"<h1>Firewall quick start</h1><p>{prose}</p><p>{prose.replace('This guide', 'The second part')}</p>"
+    one = f"<html><body><main>{body}{code[0]}</main></body></html>"
+    two = f"<html><body><main>{body}{code[0]}<p>Then bring it up:</p>{code[1]}</main></body></html>"
+    assert "--dport 500" not in text(one)  # one listing: the trim applies as on any page
+    out = text(two)
+    assert "--dport 500" in out and "ipsec auto --up mytunnel" in out and prose in out
