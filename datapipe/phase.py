@@ -111,11 +111,6 @@ class Phase:
     def config_fingerprint(self) -> str:
         return fingerprint(self.name, self.version, self.config())
 
-    def prefetch(self) -> None:
-        """Import what ``run`` imports in this process. The runner calls it in a background thread
-        while phase 1 runs, when the client only waits (issue 16: the report's matplotlib, ~0.5 s
-        of a small run); an error here is left to ``run``, which meets it again."""
-
     def check(self) -> None:
         """Fail before any work (missing tokenizer, bad reference directory). Raise with a clear message."""
 

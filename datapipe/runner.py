@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -244,8 +243,6 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
             _remove([join(manifest.output, "_tasks", f"{t}.json") for t in plan.task_ids], so)
         _remove(plan.stale, so)  # outputs of inputs no longer in the manifest; leftovers of killed writers
         with _client_for(manifest, client) as cl:
-            if plan.specs:  # the later phases' imports, while this process waits for phase 1
-                _prefetch(manifest)
             records, dashboard = _phase1(cl, manifest, plan, progress, on_dashboard, on_records, on_plan)
             ledger = Ledger()
             for r in records:
@@ -261,21 +258,6 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         verify_run(manifest.output, so, ledger, records, tokens_dir=tok.output if tok is not None else None)
         result.report = (phase_stats.get("report") or {}).get("path")
     return result
-
-
-def _prefetch(manifest: Manifest) -> threading.Thread:
-    """``Phase.prefetch`` of every enabled phase, in a daemon thread (errors are left to the phase)."""
-    def work():
-        for cls in phases():
-            if cls.enabled(manifest):
-                try:
-                    cls(manifest).prefetch()
-                except Exception as e:  # noqa: BLE001 - the phase's own import reports it
-                    log.debug("prefetch of phase %s failed (the phase will report it): %s", cls.name, e)
-
-    th = threading.Thread(target=work, name="datapipe-prefetch", daemon=True)
-    th.start()
-    return th
 
 
 def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, on_records, on_plan):

@@ -42,9 +42,6 @@ class ReportPhase(Phase):
         fs, p = fs_and_path(ctx.url("report.html"), ctx.storage_options)
         return fs.exists(p)
 
-    def prefetch(self) -> None:
-        import datapipe.report  # noqa: F401 - matplotlib and duckdb, while phase 1 runs
-
     def run(self, ctx: PhaseContext) -> PhaseResult:
         from datapipe.report import write_report
 

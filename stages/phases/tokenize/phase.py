@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path, PurePosixPath
 
@@ -39,8 +38,6 @@ from datapipe.io.parquet import write_json_atomic
 INDEX_FORMAT = "datapipe.tokens/1"
 _KEYED = [pa.field("key", pa.int64(), nullable=False)]
 _CACHE: dict[str, TextTokenizer] = {}
-_DRIVER: dict[str, TextTokenizer] = {}
-_DRIVER_LOCK = threading.Lock()
 
 
 #: zstd level of the work files (encoded, sampled): read once more and deleted, so speed over size.
@@ -70,20 +67,6 @@ def _worker_tokenizer(tok_cfg: dict, payload: dict[str, bytes]) -> TextTokenizer
             cfg["tokenizer"] = next(iter(paths.values()))
         _CACHE[key] = load_tokenizer(TokenizeConfig(**cfg))
     return _CACHE[key]
-
-
-def driver_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
-    """``load_tokenizer(cfg)`` in the driver, which needs its sha256 and dtype: cached per process
-    by config and the tokenizer files' path, size and mtime, so ``TokenizePhase.prefetch`` can
-    load it while phase 1 runs (a BPE takes ~0.4 s to build). Raises as ``load_tokenizer``."""
-    files = resolve_files(cfg)[1]
-    key = json.dumps([cfg.model_dump(mode="json"), [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]],
-                     sort_keys=True, default=str)
-    with _DRIVER_LOCK:  # a prefetch under way: wait for it rather than load twice
-        if key not in _DRIVER:
-            _DRIVER.clear()  # one tokenizer kept: a driver runs one config at a time
-            _DRIVER[key] = load_tokenizer(cfg)
-        return _DRIVER[key]
 
 
 def _payload(cfg: TokenizeConfig) -> dict[str, bytes]:
@@ -193,7 +176,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     root = root.rstrip("/")
     proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
     url = (lambda p: p) if proto in ("file", "local") else (lambda p: f"{proto}://{p}")
-    tok = driver_tokenizer(tokenize)
+    tok = load_tokenizer(tokenize)
     inputs = sorted(fs.glob(f"{root}/documents/*.parquet"))
     cfg_fp = config_fingerprint(mix, tokenize, tok.sha256)
     sig = [(PurePosixPath(p).name, fs.info(p).get("size"), str(fs.checksum(p))) for p in inputs]
@@ -305,9 +288,6 @@ class TokenizePhase(Phase):
 
     def check(self) -> None:
         load_tokenizer(self._configs()[1])  # TokenizerError before any work
-
-    def prefetch(self) -> None:
-        driver_tokenizer(self._configs()[1])  # what run_mix_tokenize loads, while phase 1 runs
 
     def assets(self) -> list:
         return resolve_files(self._configs()[1])[1]
