@@ -12,9 +12,10 @@ and while one waits for the sandbox child to start the other imports and loads m
 Only workers that get phase-1 work warm up: a one-file run on 16 workers sets up one chain, not
 16 that contend for the host's cores (issue 16 measured ~6 CPU-s per extra worker). A worker
 that joins later (a replacement after a loss, ``datapipe.healing_cluster``) warms up when it gets
-a task, like the others. Every worker, as it joins, only imports the modules the run's tasks
-unpickle (``import_task_modules``, ~0.3 CPU-s): a later phase's first task on a worker without
-phase-1 work then does not wait for them (each of the dedup phase's sequential steps may land on
+a task, like the others. A worker with no phase-1 task a second after it joined only imports
+the modules the run's tasks unpickle (``import_task_modules``, ~0.3 CPU-s; a warming worker
+does it after its chain): a later phase's first task on a worker without phase-1 work then does
+not wait for them (each of the dedup phase's sequential steps may land on
 another such worker). Such a worker loads the later phases' numba kernels on first use (dedup's
 near-duplicate check, only when there are candidate pairs); every phase-1 stage's setup, the
 kernels included, stays out of its stage time on every worker that runs one. Outputs do not
@@ -76,18 +77,32 @@ class ChainWarmup(WorkerPlugin):
         self.thread: threading.Thread | None = None
         self.imports: threading.Thread | None = None
 
+    #: Seconds a joining worker waits for a phase-1 task before it imports the task modules: on a
+    #: worker that gets one, the imports would share its GIL with the chain's set-up (measured
+    #: +0.9 s of phase 1 at 2 workers); there the warm-up thread imports them after the chain.
+    import_delay_s = 1.0
+
     def setup(self, worker) -> None:
         self.thread = None  # each worker's copy starts cold
-        self.imports = threading.Thread(target=import_task_modules, name="datapipe-imports", daemon=True)
+        self.imports = threading.Timer(self.import_delay_s, self._imports_unless_warming)
+        self.imports.name, self.imports.daemon = "datapipe-imports", True
         self.imports.start()
+
+    def _imports_unless_warming(self) -> None:
+        if self.thread is None:
+            import_task_modules()
 
     def transition(self, key, start: str, finish: str, **kwargs) -> None:
         # Called on the worker's event loop for every task transition: keep it a few comparisons.
         if self.thread is None and finish in _ASSIGNED and isinstance(key, str) and key.startswith(self.key_prefix):
             self.start()
 
+    def _warm(self) -> None:
+        warm(self.stages)
+        import_task_modules()  # the later phases' modules, once the chain is set up
+
     def start(self) -> None:
         """Start the warm-up thread (no-op when it has started already)."""
         if self.thread is None:
-            self.thread = threading.Thread(target=warm, args=(self.stages,), name="datapipe-warmup", daemon=True)
+            self.thread = threading.Thread(target=self._warm, name="datapipe-warmup", daemon=True)
             self.thread.start()

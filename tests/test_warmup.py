@@ -92,6 +92,25 @@ def test_on_a_cluster_only_workers_given_phase1_tasks_warm_up(monkeypatch):
         assert client.run(warmed, workers=[new])[new] and late == client.cluster.scheduler.workers[new].name
 
 
+def test_a_warming_worker_imports_the_task_modules_after_its_chain_an_idle_one_after_a_delay(monkeypatch):
+    calls = []
+    monkeypatch.setattr(warmup, "warm", lambda stages: calls.append(("warm", threading.current_thread().name)))
+    monkeypatch.setattr(warmup, "import_task_modules",
+                        lambda: calls.append(("imports", threading.current_thread().name)))
+    busy, idle = (warmup.ChainWarmup([{"a": {}}], "read-extract-filter-") for _ in range(2))
+    for p in (busy, idle):
+        p.import_delay_s = 0.3
+        p.setup(worker=None)
+    busy.transition("read-extract-filter-x-1", "released", "waiting")  # a task within the delay
+    busy.thread.join(5)
+    busy.imports.join(5)
+    idle.imports.join(5)
+    assert calls.count(("warm", "datapipe-warmup")) == 1
+    assert calls.count(("imports", "datapipe-warmup")) == 1  # after the chain, in the warm-up thread
+    assert calls.count(("imports", "datapipe-imports")) == 1  # the idle worker's, after the delay
+    assert calls.index(("warm", "datapipe-warmup")) < calls.index(("imports", "datapipe-warmup"))
+
+
 def test_the_import_thread_loads_the_modules_tasks_unpickle():
     """In a fresh interpreter, as a worker starts: nothing of the run's task code before, all after."""
     import subprocess
