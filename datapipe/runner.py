@@ -271,7 +271,9 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     if specs:  # models, sandbox and kernels load beside a worker's first task, not in it (only
         from datapipe.warmup import ChainWarmup  # on workers that get one: see datapipe.warmup)
 
-        client.register_plugin(ChainWarmup(specs[0].stages, PHASE1_KEY))
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        client.register_plugin(ChainWarmup(specs[0].stages, PHASE1_KEY,
+                                           eager=0 < n_workers <= (os.cpu_count() or 1)))
     dashboard = client.dashboard_link
     if on_dashboard:
         on_dashboard(dashboard)

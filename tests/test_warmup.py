@@ -161,3 +161,17 @@ def test_word_splitting_stages_build_their_tables_in_setup(monkeypatch):
     monkeypatch.setattr(words, "_EDGE_SET", None)
     GopherRepetition().ensure_setup()
     assert words._EDGE_SET and "!" in words._EDGE_SET and "a" not in words._EDGE_SET
+
+
+def test_eager_warmup_starts_as_the_worker_joins(monkeypatch):
+    """With a core per worker (the runner's ``eager``) every worker warms up at once, task or not."""
+    started = []
+    monkeypatch.setattr(warmup, "warm", lambda stages: started.append(stages))
+    monkeypatch.setattr(warmup, "import_task_modules", lambda: started.append("imports"))
+    plugin = warmup.ChainWarmup([{"a": {}}], "read-extract-filter-", eager=True)
+    plugin.setup(worker=None)
+    assert plugin.thread is not None
+    plugin.thread.join(5)
+    assert started == [[{"a": {}}], "imports"]  # the chain, then the later phases' modules
+    plugin.transition("read-extract-filter-x-1", "released", "waiting")  # no second thread
+    assert started == [[{"a": {}}], "imports"]
