@@ -166,22 +166,28 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
 
         thread = False
         if (thread_ratio > 0 and marks
-                and (not thread_schema or longest_block(text) < thread_block_chars or declares_thread(tree))
+                and (not thread_schema or (thread_block_chars > 0 and longest_block(text) < thread_block_chars)
+                     or declares_thread(tree))
                 and len(text) < thread_gate * page_size()):
             threaded = extract_plain_text(tree, comments=True, **kw)
             if len(threaded) > thread_ratio * len(text):
                 text, thread = threaded, True
-        with_comments = plain_comments is True or bool(plain_comments and longest_block(text) < plain_comments)
+        def with_comments() -> bool:  # plain main content with its comment sections?
+            return plain_comments is True or bool(plain_comments and longest_block(text) < plain_comments)
+
         # Plain main content equals the cleaned text unless a skip matched, its comment sections
         # differ from the text's, or post meta is dropped: only then can the keep ratio change it.
-        differs = skipped or thread or (marks and with_comments) or not post_meta
+        differs = skipped or thread or not post_meta or (marks and with_comments())
         if differs and len(text) < keep_ratio * page_size():
-            plain = extract_plain_text(tree, main_content=True, comments=with_comments, **opts)
+            plain = extract_plain_text(tree, main_content=True, comments=with_comments(), **opts)
             if len(text) < keep_ratio * len(plain):
                 text = plain
-        # A thread is its posts, short ones included; code listings' short lines are content.
-        if trim_chars > 0 and not thread and len(tree.body.query_selector_all("pre")) < CODE_PAGE_PRE:
-            text = trim_blocks(text, trim_chars, trim_share)
+        # A thread is its posts, short ones included; code listings' short lines are content (the
+        # <pre> count is looked up only when the trim would cut something).
+        if trim_chars > 0 and not thread:
+            trimmed = trim_blocks(text, trim_chars, trim_share)
+            if trimmed != text and len(tree.body.query_selector_all("pre")) < CODE_PAGE_PRE:
+                text = trimmed
     if len(text) < fallback_chars:
         whole = extract_plain_text(tree, main_content=False, **opts)
         if len(whole) > len(text):
