@@ -34,7 +34,7 @@ from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 
 log = logging.getLogger("datapipe")
 
-SCHEMA_VERSION = 3  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id)
+SCHEMA_VERSION = 4  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id); 4: extract's second round of rules (issue 20): outputs of 3 are not reused
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
 #: One lock per cached stage: a worker's warm-up thread (datapipe.warmup) and its first task may
 #: reach a stage's setup at once; the second waits for the first instead of loading it twice.
