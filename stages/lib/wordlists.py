@@ -83,7 +83,9 @@ def _hash_domains(tar_path: Path) -> np.ndarray:
         lines = member.read().lower().split(b"\n")
     arr = np.fromiter(map(xxhash.xxh3_64_intdigest, filter(None, lines)), dtype=np.uint64)
     arr.sort()
-    return np.unique(arr)
+    # Sorted, so the duplicates are neighbours: ``np.unique`` (numpy 2.4's hash path) took 6.4 s of
+    # a 10.5 s first load of the 4.56 M-domain list on the 2-core machine.
+    return arr[np.concatenate(([True], arr[1:] != arr[:-1]))] if arr.size else arr
 
 
 @functools.lru_cache(maxsize=4)
