@@ -52,6 +52,10 @@ class Stage:
     #: Those of ``reads`` the stage cannot decide without (the others only switch a rule off or
     #: pick a region): ``stage.apply`` refuses data that lacks them, naming what provides them.
     requires: ClassVar[tuple[str, ...]] = ()
+    #: Bump when a change of the stage's code can change its output on equal input and config: a
+    #: rerun into an output written by another version then recomputes from this stage on (its
+    #: lineage fingerprint, ``task.prefix_fingerprints``, holds the version), as a fresh run would.
+    version: ClassVar[int] = 1
 
     def __init__(self, config: StageConfig | None = None):
         self.config = config if config is not None else self.Config()

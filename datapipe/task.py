@@ -34,7 +34,7 @@ from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 
 log = logging.getLogger("datapipe")
 
-SCHEMA_VERSION = 4  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id); 4: extract's second round of rules (issue 20): outputs of 3 are not reused
+SCHEMA_VERSION = 4  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id); 4: extract's second round of rules (issue 20): outputs of 3 are not reused. A stage's own code changes bump its ``Stage.version`` instead.
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
 #: One lock per cached stage: a worker's warm-up thread (datapipe.warmup) and its first task may
 #: reach a stage's setup at once; the second waits for the first instead of loading it twice.
@@ -62,14 +62,27 @@ class TaskSpec:
     read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
 
 
+def stage_identity(item: dict) -> dict | list:
+    """What a chain item's output depends on besides its input: ``{name: config}``, and the stage
+    class's ``version`` where it is above 1 (so that fingerprints of version-1 stages stay as they
+    were before stages had versions). An unknown stage name is left to ``build_chain`` to report."""
+    (name, _), = item.items()
+    cls = registry().get(name)
+    version = getattr(cls, "version", 1)
+    return item if version == 1 else [item, {"version": version}]
+
+
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
-    """Hash of the stage chain configuration (and schema version): equal config -> equal hash."""
-    blob = json.dumps({"v": SCHEMA_VERSION, "stages": stages, "extra": extra or {}}, sort_keys=True, default=str)
+    """Hash of the stage chain (configuration, stage versions, schema version): equal -> equal hash."""
+    blob = json.dumps({"v": SCHEMA_VERSION, "stages": [stage_identity(s) for s in stages], "extra": extra or {}},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
-    """``[f0, f1, ..., fn]``: ``f0`` = hash(schema version, ``read_settings``), ``fi`` = hash(f(i-1), stage i-1).
+    """``[f0, f1, ..., fn]``: ``f0`` = hash(schema version, ``read_settings``), ``fi`` = hash(f(i-1),
+    ``stage_identity`` of stage i-1): a stage's new config or version changes its fingerprint and
+    every later one, not the earlier ones.
 
     ``read_settings`` holds everything the read depends on: the input's identity, format, field
     mapping, part, batch size and read options. Hex strings of 16 characters.
@@ -78,7 +91,7 @@ def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
         return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
     out = [h({"v": SCHEMA_VERSION, "read": read_settings})]
     for st in stages:
-        out.append(h([out[-1], st]))
+        out.append(h([out[-1], stage_identity(st)]))
     return out
 
 
@@ -397,8 +410,8 @@ def run_file_task(spec: TaskSpec) -> dict:
 
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
-            "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages, "files": files,
-            "ledger": ledger.to_dict(), **extra}
+            "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages,
+            "stage_versions": [type(st).version for st in chain], "files": files, "ledger": ledger.to_dict(), **extra}
 
 
 def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
