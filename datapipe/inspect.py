@@ -323,7 +323,7 @@ def near_dup_cluster(run: Run, doc_id: str, duplicate_of: str | None) -> dict | 
 
 
 def raw_record(source: str, offset: int, storage_options: dict | None = None):
-    """The WARC record at byte ``offset`` of ``source`` (a ``datapipe.io.warc.WarcRecord``).
+    """The WARC record at byte ``offset`` of ``source`` (a ``datapipe.io.warc_record.WarcRecord``).
 
     For gzip files (one member per record, as Common Crawl writes them) one member is read from the
     offset; for plain WARC the record is parsed from the offset on.

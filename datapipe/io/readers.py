@@ -99,7 +99,7 @@ def read_warc(path: str, storage_options: dict | None = None, fields: dict | Non
     ``fields`` is ignored (WARC has one layout). ``part``: a nominal byte range of a gzip file; the
     records whose gzip member starts in it, cut at member boundaries (``datapipe.io.warc_parts``).
     ``max_record_bytes``: records whose Content-Length (or decoded HTTP body) is larger are
-    errored ``read:record_too_large`` and skipped while decompressing (see datapipe.io.warc).
+    errored ``read:record_too_large`` and skipped while decompressing (see datapipe.io.warc_tolerant).
     """
     def opener():
         return open_input(path, storage_options)
