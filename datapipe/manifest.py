@@ -222,14 +222,31 @@ def _section_class(name: str):
 
 # ------------------------------------------------------------------ YAML with line numbers
 
+class _DuplicateKey(Exception):
+    """A key given twice in one YAML mapping: ``(key path, line of the second)``."""
+
+
+def _field(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+
+
 def _line_map(text: str) -> dict[tuple, int]:
-    """Map each key path (tuple of str/int) in the YAML document to its 1-based line number."""
+    """Map each key path (tuple of str/int) in the YAML document to its 1-based line number.
+
+    Raises _DuplicateKey for a key repeated in one mapping: YAML loaders keep the last value
+    silently, so ``{min_score: 0.5, min_score: 0.99}`` or a second ``stages:`` would hide a setting.
+    """
     lines: dict[tuple, int] = {}
 
     def walk(node, path):
         lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
+            seen = set()
             for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if (k.tag, k.value) in seen:
+                        raise _DuplicateKey(path + (k.value,), k.start_mark.line + 1)
+                    seen.add((k.tag, k.value))
                 p = path + (k.value,)
                 lines[p] = k.start_mark.line + 1
                 walk(v, p)
@@ -250,7 +267,7 @@ def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
     while path and path not in lines:
         path = path[:-1]
     line = lines.get(path)
-    field = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+    field = _field(loc)
     return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
 
 
@@ -272,6 +289,10 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark else ""
         raise ManifestError(f"{source}{at}: not valid YAML: {getattr(e, 'problem', e)}") from e
+    except _DuplicateKey as e:
+        loc, line = e.args
+        raise ManifestError(f"{source}:{line}: {_field(loc)}: given twice in one mapping "
+                            "(YAML would keep only the last value)") from None
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: a {what} is a YAML mapping")
     data = _expand_env(data)

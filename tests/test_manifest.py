@@ -67,3 +67,44 @@ def test_invalid_yaml_names_line(tmp_path):
 def test_overrides_apply(tmp_path):
     m = load_manifest("manifests/cc-2026.yaml", {"inputs.paths": ["x"], "inputs.crawl": None, "output": "o"})
     assert m.inputs.paths == ["x"] and m.inputs.crawl is None and m.output == "o"
+
+
+@pytest.mark.parametrize("text, line, field", [
+    # A setting given twice in one mapping: YAML keeps the last silently (0.99, not the 0.5 read first).
+    ("""\
+        inputs: {paths: [a.warc.gz]}
+        output: out
+        stages:
+          - extract: {}
+          - langid: {min_score: 0.5,
+                     min_score: 0.99}
+        """, 6, "stages[1].langid.min_score"),
+    # A second `stages:` section would replace the first, dropping langid without a word.
+    ("""\
+        inputs: {paths: [a.warc.gz]}
+        output: out
+        stages:
+          - extract: {}
+          - langid: {}
+        stages:
+          - extract: {}
+        """, 6, "stages"),
+])
+def test_duplicate_key_names_line_and_field(tmp_path, text, line, field):
+    p = write(tmp_path, text)
+    with pytest.raises(ManifestError) as e:
+        load_manifest(p)
+    assert str(e.value).startswith(f"{p}:{line}: {field}: ") and "given twice" in str(e.value)
+
+
+def test_merge_keys_and_aliases_are_not_duplicates(tmp_path):
+    p = write(tmp_path, """\
+        inputs: {paths: [a.warc.gz]}
+        output: out
+        x-base: &base {min_score: 0.5}
+        stages:
+          - extract: {}
+          - langid: {<<: *base, min_score: 0.7}
+        """)
+    with pytest.raises(ManifestError, match=r":3: x-base: Extra inputs"):  # only the unknown key is an error
+        load_manifest(p)
