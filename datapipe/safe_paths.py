@@ -3,7 +3,7 @@
 Manifests are data: a folder name taken from one (``tokenize.output``) is a relative path of
 plain segments, never absolute, never ``.``/``..``, and never one of the run's own folders (phase 3
 deletes its output folder before rewriting it: ``output: ..`` or ``documents`` would delete data).
-Input names become task ids through ``datapipe.task.task_id_for`` (no ``/``, never hidden).
+Input names become task ids through ``datapipe.task_plan.task_id_for`` (no ``/``, never hidden).
 """
 from __future__ import annotations
 

@@ -6,35 +6,33 @@ rows that passed every stage, ``rejected/``, ``errors/``, named after the task) 
 record ``_tasks/<task>.json``. Each shard is written in one go at the end, rows ordered by
 ``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``).
 
-The success record holds the task's *prefix fingerprints*: ``prefix[0]`` covers the schema
-version, the read settings and the input's identity (canonical name, size, mtime); ``prefix[i]``
-adds the configuration of stage ``i-1``. A rerun with an equal last prefix skips the task; one
-that shares the first ``k >= 1`` stages reruns only stages ``k..`` from the stored rows
-(``datapipe.task_retune``), without reading or extracting the file again; otherwise the file is
-read again.
+The success record holds the task's prefix fingerprints (planned in ``datapipe.task_plan``). A
+rerun with an equal last prefix skips the task; one that shares the first ``k >= 1`` stages
+reruns only stages ``k..`` from the stored rows (``datapipe.task_retune``), without reading or
+extracting the file again; otherwise the file is read again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.io.parquet import join, read_json, remove_file, write_json_atomic, write_table_atomic
-from datapipe.io.readers import TEXT_FORMATS, ReadItem, detect_format, read_input
+from datapipe.io.readers import ReadItem, read_input
 from datapipe.ledger import Ledger
 from datapipe.schema import PAYLOAD_FIELD, conform, document_schema, snapshot_column
 from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
+# Planning and lineage live in task_plan; re-exported, callers import them from here.
+from datapipe.task_plan import SCHEMA_VERSION, TaskSpec, chain_fingerprint, plan_specs  # noqa: F401
+from datapipe.task_plan import prefix_fingerprints, stage_identity, task_id_for  # noqa: F401
 
 log = logging.getLogger("datapipe")
 
-SCHEMA_VERSION = 4  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id); 4: extract's second round of rules (issue 20): outputs of 3 are not reused. A stage's own code changes bump its ``Stage.version`` instead.
 _STAGE_CACHE: dict[str, Stage] = {}  # per worker process: models load once
 #: One lock per cached stage: a worker's warm-up thread (datapipe.warmup) and its first task may
 #: reach a stage's setup at once; the second waits for the first instead of loading it twice.
@@ -44,122 +42,6 @@ _CACHE_LOCK = threading.Lock()
 KINDS = {"kept": "_filtered", "rejected": "rejected", "errors": "errors"}
 ROW_GROUP_ROWS = 50_000
 _DETAIL_CHARS = 300
-
-
-@dataclass
-class TaskSpec:
-    task_id: str
-    input: str
-    output: str
-    stages: list[dict]
-    fingerprint: str                       # identifies the task's whole output (= prefix[-1] when planned)
-    input_format: str = "auto"
-    batch_size: int = 256
-    storage_options: dict = field(default_factory=dict)
-    fields: dict | None = None             # resolved field mapping (text formats), see io/textdocs.py
-    part: tuple[int, int] | None = None    # byte range (JSONL) or row-group range (Parquet); None = whole file
-    prefix: list[str] | None = None        # prefix fingerprints (module doc); None = no retuning
-    read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
-
-
-def stage_identity(item: dict) -> dict | list:
-    """What a chain item's output depends on besides its input: ``{name: config}``, and the stage
-    class's ``version`` where it is above 1 (so that fingerprints of version-1 stages stay as they
-    were before stages had versions). An unknown stage name is left to ``build_chain`` to report."""
-    (name, _), = item.items()
-    cls = registry().get(name)
-    version = getattr(cls, "version", 1)
-    return item if version == 1 else [item, {"version": version}]
-
-
-def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
-    """Hash of the stage chain (configuration, stage versions, schema version): equal -> equal hash."""
-    blob = json.dumps({"v": SCHEMA_VERSION, "stages": [stage_identity(s) for s in stages], "extra": extra or {}},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
-    """``[f0, f1, ..., fn]``: ``f0`` = hash(schema version, ``read_settings``), ``fi`` = hash(f(i-1),
-    ``stage_identity`` of stage i-1): a stage's new config or version changes its fingerprint and
-    every later one, not the earlier ones.
-
-    ``read_settings`` holds everything the read depends on: the input's identity, format, field
-    mapping, part, batch size and read options. Hex strings of 16 characters.
-    """
-    def h(obj) -> str:
-        return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    out = [h({"v": SCHEMA_VERSION, "read": read_settings})]
-    for st in stages:
-        out.append(h([out[-1], stage_identity(st)]))
-    return out
-
-
-def task_id_for(path: str) -> str:
-    """Readable, unique task id: file stem + hash of the input's canonical name.
-
-    ``path`` should already be canonical (``datapipe.io.paths.canonical_input``): then every
-    spelling of one file gives one id. The id names files under the output directory, so it never
-    holds ``/`` or ``\\`` (one path segment, never ``.``/``..``) and never starts with ``.``/``_``/``-``
-    (``ls`` hides such files and ``pyarrow.dataset`` skips them: a reader of ``documents/`` would lose them).
-    """
-    stem = path.rstrip("/").rsplit("/", 1)[-1]
-    for suffix in (".gz", ".zst", ".warc", ".wet", ".jsonl", ".json", ".parquet"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80].lstrip("._-")
-    return f"{safe or 'input'}-{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-
-
-def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: str, fmt: str = "auto",
-               preset: str = "auto", fields: dict | None = None, split_bytes: int = 0,
-               batch_size: int = 256, storage_options: dict | None = None,
-               identities: dict[str, dict] | None = None, read_options: dict | None = None) -> list[TaskSpec]:
-    """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable file (plain
-    JSONL: byte ranges; Parquet: row groups; gzip WARC: byte ranges cut at member starts).
-
-    A file in ``k > 1`` parts gets task ids ``<task_id_for(path)>-p00000`` ... (deterministic for
-    the same ``split_bytes``). With ``identities`` (input -> ``input_identity``), each spec gets
-    prefix fingerprints and ``fingerprint`` = the last one (lineage); otherwise ``fingerprint``
-    is used as given. Raises ValueError for an unknown preset/field key or duplicate ids.
-    """
-    from datapipe.io.jsonl import byte_ranges
-    from datapipe.io.parquet_input import row_group_ranges
-    from datapipe.io.warc_parts import warc_byte_ranges
-    from fsspec.core import url_to_fs
-
-    from datapipe.io.textdocs import resolve_fields
-
-    so = storage_options or {}
-    ro = dict(read_options or {})
-    specs = []
-    for p in inputs:
-        f = detect_format(p) if fmt == "auto" else fmt
-        mapping = resolve_fields(preset, fields, f) if f in TEXT_FORMATS else None
-        parts = None
-        if f == "jsonl" and split_bytes:
-            fs, lp = url_to_fs(p, **so)
-            parts = byte_ranges(p, fs.size(lp), split_bytes)
-        elif f == "parquet" and split_bytes:
-            parts = row_group_ranges(p, so, split_bytes)
-        elif f in ("warc", "wet") and split_bytes:  # gzip per record: cut at member starts
-            fs, lp = url_to_fs(p, **so)
-            parts = warc_byte_ranges(p, fs.size(lp), split_bytes)
-        base = task_id_for(p)
-        for k, part in enumerate(parts or [None]):
-            tid = base if part is None else f"{base}-p{k:05d}"
-            prefix = None
-            fp = fingerprint
-            if identities is not None:
-                prefix = prefix_fingerprints({"input": identities.get(p, {"path": p}), "format": f,
-                                              "fields": mapping, "part": part, "batch_size": batch_size,
-                                              "options": ro}, stages)
-                fp = prefix[-1]
-            specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro))
-    ids = [s.task_id for s in specs]
-    if len(set(ids)) != len(ids):
-        raise ValueError("two inputs map to the same task id")
-    return specs
 
 
 def build_chain(stages: list[dict]) -> list[Stage]:
