@@ -123,6 +123,14 @@ class Phase:
         """True when the phase's outputs are still on disk (a marker alone does not prove it)."""
         return True
 
+    @classmethod
+    def output_globs(cls, config: dict) -> list[str]:
+        """Glob patterns, relative to the output, of the files the phase writes under ``config``
+        (a marker's ``config``, as ``config()`` returns it). A rerun removes what matches a pattern
+        of a phase no longer run, or of an earlier configuration that wrote elsewhere, so that it
+        equals a fresh run (``datapipe.plan.phase_leftovers``)."""
+        return []
+
     def run(self, ctx: PhaseContext) -> PhaseResult:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 
 from datapipe.io.parquet import fs_and_path, join, read_json
 from datapipe.phase import PhaseContext, fingerprint, phase_fingerprint, phases, read_marker
+from datapipe.phase import marker_url as phase_marker_url
 from datapipe.task import KINDS, TaskSpec, common_prefix, marker_url, plan_specs
 
 #: Where each task leaves files (``rejected/`` also holds ``dedup-<task>``); ``documents/`` is a phase output.
@@ -134,6 +135,28 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
     return sorted(out)
 
 
+def phase_leftovers(manifest) -> list[str]:
+    """Files a fresh run of ``manifest`` would not write: those of a phase it no longer runs (a
+    ``tokenize:`` section or ``dolma_jsonl`` taken out, ``dedup:`` replaced by publishing), with that
+    phase's marker, and those an earlier configuration of a phase wrote elsewhere (``tokenize.output``
+    changed). Found from each marker's recorded config and the phase's ``output_globs``."""
+    so = manifest.inputs.storage_options
+    fs, root = fs_and_path(manifest.output, so)
+    root = root.rstrip("/")
+    now = {g for ph in phases() if ph.enabled(manifest) for g in ph.output_globs(ph(manifest).config())}
+    out: set[str] = set()
+    for cls in phases():
+        m = read_marker(manifest.output, cls.name, so)
+        if m is None:
+            continue
+        for g in cls.output_globs(m.get("config") or {}):
+            if g not in now:
+                out.update(p for p in fs.glob(f"{root}/{g}") if fs.isfile(p))
+        if not cls.enabled(manifest):
+            out.add(fs_and_path(phase_marker_url(manifest.output, cls.name), so)[1])
+    return sorted(out)
+
+
 def _producer(name: str, enabled) -> str:
     if name == "tasks":
         return "phase 1"
@@ -193,7 +216,8 @@ def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] |
     ids = sorted(s.task_id for s in specs)
     lineage = {"tasks": fingerprint(sorted((s.task_id, s.fingerprint) for s in specs))}
     return RunPlan(tasks, plan_phases(manifest, lineage, ids, forced),
-                   stale_files(manifest.output, manifest.inputs.storage_options, set(ids)),
+                   sorted(set(stale_files(manifest.output, manifest.inputs.storage_options, set(ids)))
+                          | set(phase_leftovers(manifest))),
                    list(getattr(inputs, "skipped", [])), list(getattr(inputs, "duplicates", [])))
 
 
@@ -207,7 +231,8 @@ def describe(plan: RunPlan) -> list[str]:
     for p in plan.phases:
         lines.append(f"  {p.action:5s} {p.name}: {p.why}")
     if plan.stale:
-        lines.append(f"removed (inputs no longer in the manifest, or leftovers of killed writers): {len(plan.stale)} file(s)")
+        lines.append(f"removed (inputs no longer in the manifest, phases no longer run, or leftovers of killed "
+                     f"writers): {len(plan.stale)} file(s)")
         lines += [f"  {p}" for p in plan.stale]
     if plan.duplicates:
         lines.append("inputs naming a file already listed (read once):")

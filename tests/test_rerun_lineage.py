@@ -351,3 +351,31 @@ def test_from_and_only_force_reruns(client, inputs, fresh, tmp_path, capsys):
     assert res.phases["dedup"].get("skipped") and not res.phases["tokenize"].get("skipped")
     assert_equals_fresh(out, fresh)
     assert cli_main(["run", str(base.source_file), "--dry-run", "--only", "nope"]) == 2
+
+
+def _all_files(out: Path) -> dict[str, str]:
+    """sha256 of every file of a run but those that vary by design (timings: ledger, markers, report)."""
+    varying = ("ledger.json", "report.html", ".datapipe.lock")
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name not in varying and p.parent.name not in ("_phases", "_tasks")}
+
+
+def test_phase_switched_off_or_moved_leaves_nothing_behind(client, inputs, fresh, tmp_path, capsys):
+    """The Dolma export switched off and the token shards moved (``tokenize.output``): the rerun holds
+    the files of a fresh run of the final manifest, no ``dolma/``, no old ``tokens/``, and no marker
+    of a phase it no longer runs (these stayed behind before)."""
+    out = start_from(fresh, tmp_path)
+    runner.run(manifest(inputs, out, output_formats=["parquet", "dolma_jsonl"]), client=client)
+    assert list((out / "dolma").glob("*.jsonl.zst")) and (out / "_phases" / "dolma_jsonl.json").exists()
+    final = manifest(inputs, out, **{"tokenize.output": "tokens2"})
+    text = dry_run(capsys, final, out)
+    assert "phases no longer run" in text and "/dolma/" in text and "/tokens/index.json" in text, text
+    runner.run(final, client=client)
+    assert not (out / "_phases" / "dolma_jsonl.json").exists()
+    ref = tmp_path / "fresh-final" / "run"
+    ref.parent.mkdir()
+    runner.run(manifest(inputs, ref, **{"tokenize.output": "tokens2"}), client=client)
+    got, want = _all_files(out), _all_files(ref)
+    assert sorted(got) == sorted(want)
+    assert [k for k in got if got[k] != want[k]] == []
+    assert sorted(p.name for p in (out / "_phases").iterdir()) == sorted(p.name for p in (ref / "_phases").iterdir())

@@ -116,6 +116,10 @@ class DolmaExportPhase(Phase):
         fs, root = fs_and_path(ctx.url(EXPORT_DIR), ctx.storage_options)
         return fs.exists(root)
 
+    @classmethod
+    def output_globs(cls, config: dict) -> list[str]:
+        return [f"{EXPORT_DIR}/*"]
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         ctx.progress("export dolma_jsonl")
         return PhaseResult(stats=export_dolma(ctx.output, self.manifest.name, ctx.storage_options, ctx.client))

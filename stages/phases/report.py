@@ -42,6 +42,10 @@ class ReportPhase(Phase):
         fs, p = fs_and_path(ctx.url("report.html"), ctx.storage_options)
         return fs.exists(p)
 
+    @classmethod
+    def output_globs(cls, config: dict) -> list[str]:
+        return ["report.html"]
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         from datapipe.report import write_report
 

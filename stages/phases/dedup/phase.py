@@ -376,6 +376,10 @@ class DedupPhase(Phase):
     def outputs_present(self, ctx: PhaseContext) -> bool:
         return _documents_present(ctx)
 
+    @classmethod
+    def output_globs(cls, config: dict) -> list[str]:
+        return ["rejected/dedup-*"]  # documents/ is published by whichever of dedup / publish runs
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         cfg = self.manifest.section("dedup")
         counts = run_dedup(ctx.client, ctx.output, cfg, ctx.storage_options, progress=ctx.progress,

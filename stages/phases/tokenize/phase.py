@@ -296,6 +296,11 @@ class TokenizePhase(Phase):
         fs, root = fsspec.core.url_to_fs(ctx.url(self._configs()[1].output, "index.json"), **ctx.storage_options)
         return fs.exists(root)
 
+    @classmethod
+    def output_globs(cls, config: dict) -> list[str]:
+        out = (config.get("tokenize") or {}).get("output") or TokenizeConfig.model_fields["output"].default
+        return [f"{out.strip('/')}/*"]
+
     def run(self, ctx: PhaseContext) -> PhaseResult:
         mix, tok = self._configs()
         return PhaseResult(stats=run_mix_tokenize(ctx.client, ctx.output, mix, tok, ctx.storage_options,
