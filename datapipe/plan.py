@@ -7,6 +7,7 @@ removes (outputs of inputs no longer in the manifest), and its phase order is th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -21,7 +22,13 @@ PHASE1 = "phase1"
 
 
 class PlanError(ValueError):
-    """``--from``/``--only`` names a phase this manifest does not run."""
+    """``--from``/``--only`` names a phase this manifest does not run, or the output holds files
+    datapipe did not write where a rerun would remove stale ones."""
+
+
+#: The names datapipe gives files in the task folders: ``[dedup-]<task id>.parquet|json``, the task id
+#: being ``<stem>-<8 hex>`` (``-pNNNNN`` for a byte-range part; ``datapipe.task_plan.task_id_for``).
+_OURS = re.compile(r"(dedup-)?.+-[0-9a-f]{8}(-p\d{5})?\.(parquet|json)")
 
 
 @dataclass
@@ -118,9 +125,14 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
 
 def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -> list[str]:
     """Files under the task folders whose task id is not in ``task_ids`` (inputs removed), and
-    leftovers of killed writers (``*.tmp-*``)."""
+    leftovers of killed writers (``*.tmp-*``).
+
+    Raises PlanError, before anything is removed, when one of them is not named as datapipe names
+    its files (``notes.txt``, ``thesis.parquet`` in an existing directory given as the output):
+    removing those would delete a user's files without a word.
+    """
     fs, root = fs_and_path(output, storage_options)
-    out = []
+    out, foreign = [], []
     for folder in TASK_FOLDERS:
         for p in fs.glob(f"{root.rstrip('/')}/{folder}/*"):
             name = PurePosixPath(p).name
@@ -130,8 +142,16 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
             stem = name.rsplit(".", 1)[0]
             if folder == "rejected" and stem.startswith("dedup-"):
                 stem = stem[len("dedup-"):]
-            if stem not in task_ids:
+            if stem in task_ids:
+                continue
+            if _OURS.fullmatch(name):
                 out.append(p)
+            else:
+                foreign.append(f"{folder}/{name}")
+    if foreign:
+        raise PlanError(f"{output} holds {len(foreign)} file(s) that datapipe did not write in the folders it "
+                        f"manages ({', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}): a run "
+                        "would delete them; move them away or choose another --output")
     return sorted(out)
 
 

@@ -225,3 +225,32 @@ def test_zero_byte_input_is_named_at_the_end(tmp_path, data_dir):
     assert "1 input file(s) gave no record" in err and f"{empty}: read:empty_file 1" in " ".join(err.split())
     led = json.loads((tmp_path / "out" / "ledger.json").read_text())
     assert led["stages"]["read"]["errored"].get("read:empty_file") == 1
+
+
+def test_files_datapipe_did_not_write_are_never_removed(tmp_path, data_dir):
+    """An existing directory given as the output: a rerun removes the stale shards of inputs no
+    longer in the manifest, but a file datapipe did not name (a user's) stops the run before
+    anything is removed (before, ``documents/notes.txt`` was deleted without a word)."""
+    import yaml
+
+    from datapipe.cli import main as cli_main
+    from datapipe.plan import PlanError, stale_files
+
+    out = tmp_path / "out"
+    for d in ("documents", "errors", "rejected"):
+        (out / d).mkdir(parents=True)
+    ours = [out / "documents" / "gone-0123abcd.parquet", out / "rejected" / "dedup-gone-0123abcd-p00001.parquet",
+            out / "errors" / "gone-0123abcd.parquet.tmp-1f2e"]
+    for p in ours:
+        p.write_bytes(b"x")
+    assert stale_files(str(out), None, {"kept-89abcdef"}) == sorted(str(p) for p in ours)
+    mine = [out / "documents" / "notes.txt", out / "errors" / "thesis_data.parquet"]
+    for p in mine:
+        p.write_text("mine")
+    with pytest.raises(PlanError, match=r"holds 2 file\(s\) that datapipe did not write .*documents/notes\.txt"):
+        stale_files(str(out), None, set())
+    man = tmp_path / "m.yaml"
+    man.write_text(yaml.safe_dump({"inputs": {"paths": [str(data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz")]},
+                                   "output": str(out), "stages": [{"extract": {}}]}))
+    assert cli_main(["run", str(man), "--dry-run"]) == 2
+    assert all(p.exists() for p in mine + ours)
