@@ -125,7 +125,7 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
 
 def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -> list[str]:
     """Files under the task folders whose task id is not in ``task_ids`` (inputs removed), and
-    leftovers of killed writers (``*.tmp-*``).
+    leftovers of killed writers (``*.tmp-*``, there and in ``_phases/`` and the output's top level).
 
     Raises PlanError, before anything is removed, when one of them is not named as datapipe names
     its files (``notes.txt``, ``thesis.parquet`` in an existing directory given as the output):
@@ -148,6 +148,8 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
                 out.append(p)
             else:
                 foreign.append(f"{folder}/{name}")
+    # a killed run's half-written marker or ledger (write_json_atomic's temporary name)
+    out += [p for g in ("_phases/*.tmp-*", "*.tmp-*") for p in fs.glob(f"{root.rstrip('/')}/{g}") if fs.isfile(p)]
     if foreign:
         raise PlanError(f"{output} holds {len(foreign)} file(s) that datapipe did not write in the folders it "
                         f"manages ({', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}): a run "

@@ -254,3 +254,16 @@ def test_files_datapipe_did_not_write_are_never_removed(tmp_path, data_dir):
                                    "output": str(out), "stages": [{"extract": {}}]}))
     assert cli_main(["run", str(man), "--dry-run"]) == 2
     assert all(p.exists() for p in mine + ours)
+
+
+def test_killed_writers_markers_and_ledger_are_stale(tmp_path):
+    """A run killed while writing a phase marker or the ledger leaves ``<name>.tmp-<hex>`` (seen
+    after kill -9 in phase 3: ``_phases/tokenize.json.tmp-6aba0972``); the next run removes it."""
+    from datapipe.plan import stale_files
+
+    out = tmp_path / "out"
+    (out / "_phases").mkdir(parents=True)
+    left = [out / "_phases" / "tokenize.json.tmp-6aba0972", out / "ledger.json.tmp-1f2e3d4c"]
+    for p in left + [out / "_phases" / "tokenize.json", out / "ledger.json"]:
+        p.write_text("{}")
+    assert stale_files(str(out), None, set()) == sorted(str(p) for p in left)
