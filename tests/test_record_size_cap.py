@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -178,6 +179,28 @@ def test_record_over_a_small_cap_and_the_next_ones(tmp_path):
         assert "Content-Encoding gzip inflates to more than max_record_bytes 65536" in items[3].detail
         # Under the default cap the same records are documents.
         assert [i.status for i in read_input(str(p))] == ["document"] * 5, name
+
+
+def test_content_length_lie_over_the_cap_resumes_at_the_next_record(tmp_path):
+    """A Content-Length far over the cap (10^12) on a whole record: the records after it are read
+    (found while skipping the declared block), in a plain file, a whole-file gzip member and a
+    zstd frame; with one gzip member per record the member's end already bounded it. Before, the
+    plain and whole-member files lost every later record into the errored one (3 items for 48)."""
+    good = [warc_record(i) for i in range(6)]
+    head_end = good[1].index(b"\r\n\r\n") + 4
+    lied = re.sub(rb"Content-Length: \d+", b"Content-Length: 1000000000000", good[1][:head_end]) + good[1][head_end:]
+    recs = [good[0], lied, *good[2:]]
+    for name, data in (("lie.warc", b"".join(recs)), ("lie_one_member.warc.gz", gzip.compress(b"".join(recs))),
+                       ("lie.warc.zst", zstandard.ZstdCompressor().compress(b"".join(recs))),
+                       ("lie.warc.gz", b"".join(gzip.compress(r) for r in recs))):
+        p = tmp_path / name
+        p.write_bytes(data)
+        items = list(read_input(str(p), max_record_bytes=64 * 1024))
+        assert [(i.status, i.reason) for i in items] == [("document", None), ("errored", "read:record_too_large")] + [
+            ("document", None)] * 4, name
+        assert "declared Content-Length 1000000000000 bytes" in items[1].detail, name
+        assert [i.row["warc_record_id"] for i in items if i.status == "document"] == [
+            f"<urn:uuid:00000000-0000-0000-0000-{k:012d}>" for k in (0, 2, 3, 4, 5)], name
 
 
 def test_jsonl_line_over_a_small_cap(tmp_path):

@@ -9,7 +9,9 @@ uses it for the files FastWARC cannot be trusted with and for the tail after the
 Memory is bounded per record: a record whose Content-Length exceeds ``max_record_bytes`` is never
 held; it is ``record_too_large``, its bytes are skipped while decompressing (at most
 ``SKIP_FACTOR`` x the cap is inflated to find its end; past that the rest of its member is skipped
-without inflating it), and reading goes on with the next record.
+without inflating it), and reading goes on with the next record. The skipped bytes are searched
+for a record start: a Content-Length that lies far past the cap in a plain file or a whole-file
+member would otherwise take every later record with it.
 
 Every record of the stream comes out exactly once, either parsed or with ``error`` set, and every
 stretch that holds no readable record (garbage, a damaged member) comes out as one record with
@@ -31,6 +33,7 @@ MAX_HEADER_BYTES = 1 << 20
 SKIP_FACTOR = 8
 _VERSION = re.compile(rb"WARC/\d\.\d+\r?\n")
 _LOOKAHEAD = 80  # bytes after a block inspected for its separator or the next record (B02)
+_TAIL = 256  # bytes of a skipped chunk kept for a record start that straddles two chunks
 
 
 class _PlainSegment(Member):
@@ -306,13 +309,38 @@ class _Parser:
         return m if m and m.start() < end else None
 
     def too_large(self, rec: WarcRecord, body: int, cl: int) -> WarcRecord:
-        """Skip an over-cap block while decompressing it (never held); the record, errored."""
+        """Skip an over-cap block while decompressing it (never held); the record, errored.
+
+        The skipped bytes are searched for a record start (``_NEXT_RECORD``), as ``glued`` does
+        for a block under the cap: where one appears, the Content-Length overruns the records
+        after it (a lie, or a cut record), so reading resumes there instead of losing the rest of
+        a plain file or of a whole-file member."""
         have = min(len(self.buf) - body, cl)
+        glued = _NEXT_RECORD.search(self.buf, body, body + have)
+        if glued:
+            self.i = glued.start()
+            return self._overrun(rec, cl, glued.start() - body)
+        tail = bytes(self.buf[max(body, body + have - _TAIL):body + have])  # a start cut by the buffer's end
         self.i = body + have
         self.compact()
         left = cl - have
         room = left if self.budget is None else min(left, self.budget)
-        got = self.seg.discard(room)
+        got = 0
+        while got < room:
+            chunk = self.seg.read(min(_CHUNK, room - got))
+            if not chunk:
+                break
+            window = tail + chunk
+            m = _NEXT_RECORD.search(window)
+            if m:  # keep the record start and what follows it: the buffer is empty here
+                kept = window[m.start():]
+                got += len(chunk) - len(kept)
+                if not self.per_member:
+                    self.base += got
+                self.buf += kept
+                return self._overrun(rec, cl, have + got)
+            got += len(chunk)
+            tail = window[-_TAIL:]
         if not self.per_member:
             self.base += got  # the buffer is empty: the next byte read is the one after the skipped ones
         seen = have + got
@@ -326,6 +354,12 @@ class _Parser:
             how = f"{seen} bytes observed"
         rec.error = "record_too_large"
         rec.detail = f"declared Content-Length {cl} bytes > max_record_bytes {self.cap}; {how}"
+        return self.finish(rec)
+
+    def _overrun(self, rec: WarcRecord, cl: int, at: int) -> WarcRecord:
+        rec.error = "record_too_large"
+        rec.detail = (f"declared Content-Length {cl} bytes > max_record_bytes {self.cap}; a record starts "
+                      f"{at} bytes into the block, reading resumes there")
         return self.finish(rec)
 
 
