@@ -306,8 +306,27 @@ def document(run: Run, doc_id: str) -> dict:
                                     "truncated", "warnings", "payload_bytes")}
     signals = {k: v for k, v in row.items() if k not in NOT_SIGNALS}
     return {"id": doc_id, "shard": fn, "provenance": prov, "signals": signals, "fate": fate,
+            "occurrences": occurrences(run, doc_id),
             "cluster": near_dup_cluster(run, doc_id, row.get("duplicate_of")), "text": row.get("text"),
             "raw_location": {"file": row.get("source") or row.get("warc_file"), "offset": row.get("warc_offset")}}
+
+
+def occurrences(run: Run, doc_id: str) -> list[dict]:
+    """Every row holding ``doc_id``, kept, rejected or errored (an id repeats where two inputs hold
+    the same WARC-Record-ID, e.g. a copied file): ``{fate, stage, reason, source, offset}`` each,
+    ordered by fate, source and offset; ``document`` details the first."""
+    out = []
+    for kind, fate, cols in (("kept", "kept", ()), ("rejected", "rejected", ("reject_stage", "reject_reason")),
+                             ("errors", "errored", ("error_stage", "error_reason"))):
+        if not run.files(kind):
+            continue
+        have = set(run.columns(kind))
+        sel = [c if c in have else f"NULL AS {c}" for c in ("source", "warc_offset", *cols)]
+        for r in run.query(f"SELECT {', '.join(sel)} FROM {run.source(kind)} WHERE id = ? "
+                           "ORDER BY source, warc_offset", [doc_id]).to_pylist():
+            out.append({"fate": fate, "stage": r.get(cols[0]) if cols else None,
+                        "reason": r.get(cols[1]) if cols else None, "source": r["source"], "offset": r["warc_offset"]})
+    return out
 
 
 def near_dup_cluster(run: Run, doc_id: str, duplicate_of: str | None) -> dict | None:

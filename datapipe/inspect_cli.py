@@ -206,6 +206,12 @@ def _show_doc(out: Console, d: dict) -> None:
             for k, v in data.items():
                 t.add_row(k, "–" if v is None else _fmt(v))
             out.print(t)
+    occ = d.get("occurrences") or []
+    if len(occ) > 1:  # one id, several rows (the same WARC-Record-ID in two inputs): each one's fate
+        t = _table(f"This id occurs {len(occ)} times", ["fate", "stage", "reason", "source", "offset"], right=("offset",))
+        for o in occ:
+            t.add_row(o["fate"], o["stage"] or "–", o["reason"] or "–", str(o["source"]), _fmt(o["offset"]))
+        out.print(t)
     if d["cluster"]:
         c = d["cluster"]
         out.print(f"near-duplicate cluster: {c['size']} documents, representative {c['representative']}: "

@@ -243,3 +243,30 @@ def test_gopher_repetition_thresholds_for_every_signal_column():
     th = column_thresholds("gopher_repetition", {"dup_line_frac": 0.25, "dup_ngram_char_frac": {5: 0.2}})
     assert th["gopher_dup_line_frac"] == [0.25] and th["gopher_dup_5gram_char_frac"] == [0.2]
     assert "gopher_dup_6gram_char_frac" not in th
+
+
+def test_doc_lists_every_row_of_a_repeated_id(run_dir, tmp_path, capsys):
+    """An id repeats where two inputs hold the same WARC-Record-ID (a copied file): ``--doc``
+    lists every row with its fate, not only the first (found by an attack run: 12 rows, one shown)."""
+    import shutil
+
+    import pyarrow as pa
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    kept = _table(copy, "documents").to_pylist()[0]
+    schema = pq.read_schema(next((copy / "rejected").glob("*.parquet")))
+    dup = {c: kept.get(c) for c in schema.names} | {
+        "reject_stage": "dedup", "reject_reason": "dedup:exact", "duplicate_of": kept["id"],
+        "source": "/elsewhere/copy.warc.gz", "warc_offset": 7}
+    pq.write_table(pa.Table.from_pylist([dup], schema=schema), copy / "rejected" / "copy-0123abcd.parquet")
+    d = I.document(I.Run.open(str(copy)), kept["id"])
+    assert d["fate"] == {"fate": "kept"}
+    assert d["occurrences"] == [
+        {"fate": "kept", "stage": None, "reason": None, "source": kept["source"], "offset": kept["warc_offset"]},
+        {"fate": "rejected", "stage": "dedup", "reason": "dedup:exact", "source": "/elsewhere/copy.warc.gz", "offset": 7}]
+    assert cli.main(["inspect", str(copy), "--doc", kept["id"]]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "This id occurs 2 times" in out and "dedup:exact" in out and "/elsewhere/copy.warc.gz" in out
+    # An id found once has one occurrence and no table.
+    assert len(I.document(I.Run.open(str(run_dir)), kept["id"])["occurrences"]) == 1
