@@ -229,6 +229,24 @@ def test_zero_byte_input_is_one_errored_item(tmp_path, name):
     assert item.row["record_type"] == "file" and item.row["id"] and item.detail
 
 
+@pytest.mark.parametrize("name,data", [("empty_members.warc.gz", gzip.compress(b"") * 3),
+                                       ("padding.warc", b"\n\n\x00\x00 \r\n"),
+                                       ("empty_frame.warc.zst", zstandard.ZstdCompressor().compress(b""))])
+def test_bytes_without_a_record_are_one_errored_item(tmp_path, name, data):
+    """A WARC file with bytes but not one record in them (empty gzip members, padding): one errored
+    ``read:no_records`` item naming the size, as a 0-byte file is one ``read:empty_file``; before,
+    it read as 0 records with no error (found by an attack run)."""
+    p = tmp_path / name
+    p.write_bytes(data)
+    (item,) = list(read_input(str(p)))
+    assert (item.status, item.reason, item.row["record_type"]) == ("errored", "read:no_records", "file")
+    assert f"{len(data)} bytes" in item.detail
+    # One record after the empty members: read, and nothing errored.
+    p.write_bytes(data + gzip.compress(warc_record(0)) if name.endswith(".gz") else data + warc_record(0))
+    if not name.endswith(".zst"):
+        assert [(i.status, i.reason) for i in read_input(str(p))] == [("document", None)]
+
+
 def test_missing_input_raises_so_the_task_errors_the_whole_file(tmp_path):
     """A file that cannot be opened is not a record: the task fails (and is retried), and the
     runner errors the file as a whole (tests/test_task_failures.py)."""

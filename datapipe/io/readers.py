@@ -63,7 +63,7 @@ def _base_row(rec: WarcRecord, source: str) -> dict:
 def warc_items(rec: WarcRecord, source: str) -> ReadItem:
     """Classify one WARC record as a document, a non-document, or an error."""
     row = _base_row(rec, source)
-    if rec.error == "empty_file":
+    if rec.error in ("empty_file", "no_records"):
         row["record_type"] = "file"  # stands for the file, as a whole-file failure does
     if rec.error:
         return ReadItem(row, "errored", f"read:{rec.error}", rec.detail)

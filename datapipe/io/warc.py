@@ -102,7 +102,8 @@ def iter_records(open_stream: Callable[[], ContextManager[BinaryIO]], prefer_fas
     is still read or reported. Where the held offset is not a member start (records sharing one
     gzip member), the tolerant parser reads the whole file and the records the fast path already
     gave are skipped, in order.
-    ``compression``: see ``iter_records_tolerant``. A file of 0 bytes is one ``empty_file`` record.
+    ``compression``: see ``iter_records_tolerant``. A file of 0 bytes is one ``empty_file`` record;
+    a file whose bytes hold no record at all (empty gzip members, padding) one ``no_records`` record.
     """
     with open_stream() as fh:
         head = fh.read(64)
@@ -129,8 +130,14 @@ def iter_records(open_stream: Callable[[], ContextManager[BinaryIO]], prefer_fas
                     held = rec
             except FallbackNeeded:
                 pass
+        n = len(emitted)
         for rec in _tolerant_tail(fh, held, emitted, last_offset, max_record_bytes, compression):
+            n += 1
             yield finish_record(rec, max_record_bytes)
+        if n == 0:  # bytes, but not one record, not even a damaged one: never a silent empty file
+            size = fh.seek(0, 2)
+            yield WarcRecord(0, error="no_records", detail=f"the file's {size} bytes hold no WARC record "
+                             "(only empty compressed members or padding)")
 
 
 def _tolerant_tail(fh: BinaryIO, held: WarcRecord | None, emitted: list[str | None], last_offset: int,
