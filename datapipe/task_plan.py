@@ -36,13 +36,18 @@ class TaskSpec:
     read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
 
 
+def stage_version(name: str) -> int:
+    """``Stage.version`` of the registered stage ``name`` (1 for an unknown name: ``build_chain``
+    reports those)."""
+    return getattr(registry().get(name), "version", 1)
+
+
 def stage_identity(item: dict) -> dict | list:
     """What a chain item's output depends on besides its input: ``{name: config}``, and the stage
     class's ``version`` where it is above 1 (so that fingerprints of version-1 stages stay as they
-    were before stages had versions). An unknown stage name is left to ``build_chain`` to report."""
+    were before stages had versions)."""
     (name, _), = item.items()
-    cls = registry().get(name)
-    version = getattr(cls, "version", 1)
+    version = stage_version(name)
     return item if version == 1 else [item, {"version": version}]
 
 

@@ -39,7 +39,7 @@ def unchanged_stages(done: dict, new_stages: list[dict]) -> list[bool] | None:
     and the same ``Stage.version`` at the same position (records made before versions were
     recorded count as version 1). None when the chains differ in names or order, or the old
     record does not hold its stage configs (made before they were recorded)."""
-    from datapipe.stage import registry
+    from datapipe.task_plan import stage_version
 
     old = done.get("stages")
     if old is None or len(old) != len(new_stages):
@@ -47,9 +47,8 @@ def unchanged_stages(done: dict, new_stages: list[dict]) -> list[bool] | None:
     old, new = _norm(old), _norm(new_stages)
     if [next(iter(s)) for s in old] != [next(iter(s)) for s in new]:
         return None
-    reg = registry()
     old_v = done.get("stage_versions") or [1] * len(old)
-    new_v = [getattr(reg.get(next(iter(s))), "version", 1) for s in new]
+    new_v = [stage_version(next(iter(s))) for s in new]
     return [a == b and va == vb for a, b, va, vb in zip(old, new, old_v, new_v)]
 
 
