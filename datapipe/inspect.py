@@ -280,19 +280,15 @@ def explain(stage: str | None, reason: str | None, row: dict, config: dict | Non
 # ---------------------------------------------------------------------------------- one doc
 
 def document(run: Run, doc_id: str) -> dict:
-    """Everything about one document: provenance, signals, fate, near-dup cluster, raw location."""
-    for kind in ("kept", "rejected", "errors"):
-        if not run.files(kind):
-            continue
-        hit = run.query(f"SELECT filename, file_row_number FROM {run.source(kind)} WHERE id = ?", [doc_id])
-        if hit.num_rows:
-            fn, rn = hit.column(0)[0].as_py(), hit.column(1)[0].as_py()
-            row = run.query(f"SELECT * EXCLUDE (file_row_number) FROM "
-                            f"read_parquet({_sql_str(fn)}, file_row_number=true) WHERE file_row_number = ?",
-                            [rn]).to_pylist()[0]
-            break
-    else:
+    """Everything about one document: provenance, signals, fate, near-dup cluster, raw location;
+    ``occurrences``: every row with this id (``_occurrences``), the first of which is detailed."""
+    found = _occurrences(run, doc_id)
+    if not found:
         raise InspectError(f"no document with id {doc_id!r} in {run.url}")
+    kind, fn, rn, _ = found[0]
+    row = run.query(f"SELECT * EXCLUDE (file_row_number) FROM "
+                    f"read_parquet({_sql_str(fn)}, file_row_number=true) WHERE file_row_number = ?",
+                    [rn]).to_pylist()[0]
     if kind == "kept":
         fate = {"fate": "kept"}
     elif kind == "rejected":
@@ -306,15 +302,16 @@ def document(run: Run, doc_id: str) -> dict:
                                     "truncated", "warnings", "payload_bytes")}
     signals = {k: v for k, v in row.items() if k not in NOT_SIGNALS}
     return {"id": doc_id, "shard": fn, "provenance": prov, "signals": signals, "fate": fate,
-            "occurrences": occurrences(run, doc_id),
+            "occurrences": [o for *_, o in found],
             "cluster": near_dup_cluster(run, doc_id, row.get("duplicate_of")), "text": row.get("text"),
             "raw_location": {"file": row.get("source") or row.get("warc_file"), "offset": row.get("warc_offset")}}
 
 
-def occurrences(run: Run, doc_id: str) -> list[dict]:
+def _occurrences(run: Run, doc_id: str) -> list[tuple[str, str, int, dict]]:
     """Every row holding ``doc_id``, kept, rejected or errored (an id repeats where two inputs hold
     the same WARC-Record-ID, e.g. a copied file): ``{fate, stage, reason, source, offset}`` each,
-    ordered by fate, source and offset; ``document`` details the first."""
+    ordered by fate, source and offset, each with where it is stored: ``(kind, shard file, row
+    number, occurrence)``."""
     out = []
     for kind, fate, cols in (("kept", "kept", ()), ("rejected", "rejected", ("reject_stage", "reject_reason")),
                              ("errors", "errored", ("error_stage", "error_reason"))):
@@ -322,10 +319,11 @@ def occurrences(run: Run, doc_id: str) -> list[dict]:
             continue
         have = set(run.columns(kind))
         sel = [c if c in have else f"NULL AS {c}" for c in ("source", "warc_offset", *cols)]
-        for r in run.query(f"SELECT {', '.join(sel)} FROM {run.source(kind)} WHERE id = ? "
-                           "ORDER BY source, warc_offset", [doc_id]).to_pylist():
-            out.append({"fate": fate, "stage": r.get(cols[0]) if cols else None,
-                        "reason": r.get(cols[1]) if cols else None, "source": r["source"], "offset": r["warc_offset"]})
+        for r in run.query(f"SELECT filename, file_row_number, {', '.join(sel)} FROM {run.source(kind)} "
+                           "WHERE id = ? ORDER BY source, warc_offset, filename, file_row_number", [doc_id]).to_pylist():
+            out.append((kind, r["filename"], r["file_row_number"], {
+                "fate": fate, "stage": r.get(cols[0]) if cols else None, "reason": r.get(cols[1]) if cols else None,
+                "source": r["source"], "offset": r["warc_offset"]}))
     return out
 
 
