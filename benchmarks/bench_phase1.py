@@ -17,7 +17,14 @@ FineWeb pipeline or the main manifest's chain (run.py alternates these runs with
 ``ratio`` (pin it: taskset -c 0): the main manifest's chain through ``run_file_task`` vs the bound
 (FastWARC + resiliparse extraction), CPU seconds of this process plus the sandbox child, taken in
 turn, on realpages-1171 and a synthetic CC-sized file (``--cc-records``, default 40,000 records);
-prints the ratio per repetition, its median and min-max.
+prints the ratio per repetition, its median and min-max. Also timed in the same turns: the
+chain's model calls alone (lid.176, the quality, toxicity and NSFW fastText models, the profanity
+model, each ``predict`` on inputs prepared untimed), so ``floor_ratio`` = bound / (bound + models)
+is the most any implementation of this chain with these models can reach on the input, and
+``ours_share_of_floor`` = (bound + models) / ours. Also in the same turns, extraction alone on the
+file's pages, resiliparse's (``bound_extract``) and the ``extract`` stage's in this process
+(``ours_extract``): ``floor_ratio_with_our_extraction`` = bound / (bound - bound_extract +
+ours_extract + models), the cap with the stage's extraction rules and everything else of ours free.
 ``dask``: the full chain through a ``LocalCluster`` on the 4-file split, with 1 worker (this
 process and its children pinned to core 0) and 2 workers (cores 0-1); the cluster is started once
 and warmed by untimed runs of one file per worker, so the figure is throughput, and its start-up time is reported aside.
@@ -292,6 +299,75 @@ def bound_once(path: str) -> int:
     return n
 
 
+def model_inputs(path: str, chain: list[dict], chain_stages: list) -> dict:
+    """What the chain's models are fed, prepared untimed from one run of the chain on ``path``:
+    per model stage (``langid``; ``quality_classifier``, ``toxicity``, ``nsfw``, ``profanity``
+    where in the chain) the documents that reach it (kept, or rejected there or later) in its
+    ``languages``, each text as stored (after the line filters that edit it: never longer than
+    what the stage saw), turned into the inputs of the model's own call (lines; sentence spans by
+    the stages' splitter, ``spans_of``). So the floor never counts more model work than the chain
+    does."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    from datapipe.classifiers.model import preprocess
+    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+
+    out = tempfile.mkdtemp(dir=WORK)
+    try:
+        run_file_task(TaskSpec(task_id_for(path), path, out, chain, chain_fingerprint(chain), batch_size=BATCH))
+        cols = ["text", "lang"]
+        kept = pa.concat_tables([pq.read_table(f, columns=cols) for f in Path(out).glob("_filtered/*.parquet")])
+        rej = pa.concat_tables([pq.read_table(f, columns=cols + ["reject_stage"])
+                                for f in Path(out).glob("rejected/*.parquet")])
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    order = [st.name for st in chain_stages]
+    rej_at = [order.index(x) if x in order else -1 for x in rej.column("reject_stage").to_pylist()]
+    rows = list(zip(kept.column("text").to_pylist(), kept.column("lang").to_pylist(), [len(order)] * kept.num_rows))
+    rows += list(zip(rej.column("text").to_pylist(), rej.column("lang").to_pylist(), rej_at))
+
+    def reaching(name: str, languages) -> list[tuple[str, str]]:
+        i = order.index(name)
+        return [(t, lg) for t, lg, at in rows if at >= i and t and (not languages or lg in languages)]
+
+    by = {st.name: st for st in chain_stages}
+    lid = by["langid"]
+    nl = re.compile(r"\s+")
+    lid_lines = [x for x in (nl.sub(" ", t[: lid.config.max_chars]).strip() for t, _ in reaching("langid", None)) if x]
+    inp: dict = {"langid": (lid._model, lid_lines, 1)}
+    if "quality_classifier" in by:
+        st = by["quality_classifier"]
+        clf = st._clf
+        inp["quality_classifier"] = (clf._model, [preprocess(t, clf.preprocessing, clf.max_tokens)
+                                                  for t, _ in reaching(st.name, st.config.languages)], -1)
+    for name in ("toxicity", "nsfw", "profanity"):
+        if name in by:
+            st = by[name]
+            docs = reaching(name, st.config.languages)
+            spans, _, _, cores = st.spans_of([t for t, _ in docs], [lg for _, lg in docs], with_cores=True)
+            units = spans + [k for k in cores if k is not None]
+            if name == "profanity":
+                inp[name] = (st._predict, units, None)
+            else:
+                clf = st._clf
+                inp[name] = (clf._model, [preprocess(u, clf.preprocessing, clf.max_tokens) for u in units], -1)
+    return inp
+
+
+def models_once(inp: dict) -> None:
+    """The library calls alone: each model's predict on its prepared inputs, nothing else."""
+    for key, val in inp.items():
+        if not isinstance(val, tuple):
+            continue
+        model, lines, k = val
+        if k is None:
+            model(lines)
+        else:
+            model.predict(lines, k=k)
+
+
 def _child_cpu(pid: int) -> float:
     """User + system CPU seconds of a live child process (Linux /proc)."""
     with open(f"/proc/{pid}/stat") as fh:
@@ -312,16 +388,36 @@ def part_ratio(reps: int, inputs: list[str]) -> dict:
 
     chain = main_chain()
     res: dict = {"chain": [next(iter(c)) for c in chain], "inputs": {}}
-    extract = next(st for st in build_chain(chain) if st.name == "extract")
+    built = build_chain(chain)
+    extract = next(st for st in built if st.name == "extract")
     for path in inputs:
         phase1_once(path, chain)  # warm: models, word lists, sandbox child
         bound_once(path)
-        cpu: dict[str, list[float]] = {"bound": [], "ours": []}
+        inp = model_inputs(path, chain, built)
+        models_once(inp)
+        # Extraction alone on the same pages, the bound's (resiliparse from bytes) and the stage's
+        # in this process (its rules, no sandbox child), to see what the extraction rules cost.
+        rows = [it.row for it in read_ours(path) if it.status == "document"]
+        pages = [r["payload"] for r in rows]
+        ext_cfg = next(dict(c["extract"] or {}) for c in chain if "extract" in c)
+        ext_in = _batches(pa.Table.from_pylist(rows, schema=_in_schema([{"extract": ext_cfg}])))
+        ext_local = _stage("extract", {**ext_cfg, "sandbox": False})
+        run_stage(ext_local, ext_in)
+        cpu: dict[str, list[float]] = {"bound": [], "models": [], "ours": [], "bound_extract": [], "ours_extract": []}
         notes = []
         for _ in range(reps):
             t0 = time.process_time()
             n = bound_once(path)
             cpu["bound"].append(time.process_time() - t0)
+            t0 = time.process_time()
+            models_once(inp)
+            cpu["models"].append(time.process_time() - t0)
+            t0 = time.process_time()
+            extract_detect(pages)
+            cpu["bound_extract"].append(time.process_time() - t0)
+            t0 = time.process_time()
+            run_stage(ext_local, ext_in)
+            cpu["ours_extract"].append(time.process_time() - t0)
             proc = getattr(getattr(extract, "_sandbox", None), "proc", None)
             c0 = _child_cpu(proc.pid) if proc else 0.0
             t0 = time.process_time()
@@ -334,12 +430,28 @@ def part_ratio(reps: int, inputs: list[str]) -> dict:
                 child_s, _ = 0.0, notes.append("sandbox child restarted during a run: its CPU time is missing")
             cpu["ours"].append(main_s + child_s)
         ratios = [b / o for b, o in zip(cpu["bound"], cpu["ours"])]
+        # The floor: the bound plus the chain's model calls alone; no implementation of this chain
+        # with these models does less, so bound / floor caps the ratio on this input.
+        floors = [b / (b + m) for b, m in zip(cpu["bound"], cpu["models"])]
+        of_floor = [(b + m) / o for b, m, o in zip(cpu["bound"], cpu["models"], cpu["ours"])]
+        # The same floor with the stage's extraction in place of resiliparse's (its rules kept,
+        # everything else of ours free): the cap once the extraction is what the stage does.
+        floors_x = [b / (b - be + oe + m) for b, m, be, oe in
+                    zip(cpu["bound"], cpu["models"], cpu["bound_extract"], cpu["ours_extract"])]
         stages = rec["ledger"]["stages"]
+
+        def spread(xs):
+            return {"runs": [round(x, 3) for x in xs], "median": round(statistics.median(xs), 3),
+                    "min": round(min(xs), 3), "max": round(max(xs), 3)}
+
         res["inputs"][Path(path).name] = {
             "records": stages["read"]["in"], "documents": n, "kept": stages[list(stages)[-1]]["kept"],
             "cpu_seconds": {k: [round(x, 3) for x in v] for k, v in cpu.items()},
             "ratio_runs": [round(r, 3) for r in ratios], "ratio": round(statistics.median(ratios), 3),
             "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
+            "floor_ratio": spread(floors), "ours_share_of_floor": spread(of_floor),
+            "floor_ratio_with_our_extraction": spread(floors_x),
+            "model_inputs": {k: (len(v[1]) if isinstance(v, tuple) else v) for k, v in inp.items()},
             "stage_seconds": {k: round(v.get("seconds", 0.0), 3) for k, v in stages.items()}, "notes": notes}
     return res
 
