@@ -31,3 +31,35 @@ def lid_model():
     p = models_dir() / "lid.176.ftz"
     assert p.is_file(), "run `make models` first"
     return p
+
+
+@pytest.fixture(scope="session")
+def warm_client():
+    """One LocalCluster of 2 worker processes, made as ``datapipe run`` makes its own
+    (``runner.local_cluster``), kept for the session: runs that test what a run writes, not how
+    its cluster starts, pass it as ``runner.run(..., client=warm_client)`` and skip each new
+    cluster's model and sandbox set-up (~13 s on 2 cores). Tests that kill, limit or count
+    workers make their own."""
+    from distributed import Client
+
+    from datapipe import runner
+    from datapipe.manifest import Cluster
+
+    with runner.local_cluster(2, memory_limit=Cluster().worker_memory_limit(2), dashboard_address="127.0.0.1:0") \
+            as cluster, Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def small_stages_run(data_dir, tmp_path_factory, warm_client):
+    """The main manifest with ``scale_helpers.SMALL_RUN_STAGES`` over the WARC sample without
+    realpages, run once (test_inspect.py and test_report.py read it): ``(RunResult, output dir)``.
+    Tests only read it; one that changes it works on a copy."""
+    from scale_helpers import SMALL_RUN_STAGES, manifest_for
+
+    from datapipe import runner
+
+    out = tmp_path_factory.mktemp("small-stages-run")
+    inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
+    m = manifest_for(inputs, out, stages=SMALL_RUN_STAGES, mix=None, tokenize=None)
+    return runner.run(m, client=warm_client), out

@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MANIFEST = REPO / "manifests" / "cc-2026.yaml"
 KINDS = ("documents", "rejected", "errors")
+#: The chain of conftest's small_stages_run: gopher_quality adds rejections after langid (what-if
+#: sees later-stage rows); that run keeps the dedup phase (near-dup clusters), mix/tokenize are off.
+SMALL_RUN_STAGES = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, {"gopher_quality": {}}]
 #: Small real WARC files of the sample (realpages-1171, 34 MB, is left to the slow tests).
 SMALL = ["dolma_wget_sample-0000.warc.gz", "dolma_wget_sample-0001.warc.gz",
          "resiliparse_CC-MAIN-2020-34_excerpt.warc.gz", "resiliparse_clipped.warc.gz",
@@ -48,9 +51,10 @@ def manifest_for(inputs, out, **overrides):
     return load_manifest(MANIFEST, ov)
 
 
-def run_local(inputs, out, workers=2, **overrides):
-    """The main job on a LocalCluster (in this process)."""
-    return runner.run(manifest_for(inputs, out, **{"cluster.workers": workers, **overrides}))
+def run_local(inputs, out, workers=2, client=None, **overrides):
+    """The main job on a LocalCluster (in this process): its own, or ``client``'s (conftest's
+    ``warm_client``, whose size then stands for ``workers``)."""
+    return runner.run(manifest_for(inputs, out, **{"cluster.workers": workers, **overrides}), client=client)
 
 
 # ------------------------------------------------------------------ output comparisons

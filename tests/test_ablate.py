@@ -51,7 +51,7 @@ def _first_records(src: Path, dst: Path, n: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def small_run(data_dir, tmp_path_factory):
+def small_run(data_dir, tmp_path_factory, warm_client):
     root = tmp_path_factory.mktemp("ablate")
     warc = root / "realpages-400.warc.gz"
     _first_records(data_dir / "warc" / "realpages-1171.warc.gz", warc, 400)
@@ -61,7 +61,7 @@ def small_run(data_dir, tmp_path_factory):
         "stages": [{"extract": {"main_content": True}}, {"langid": {}}], "dedup": None,
         "mix.rules": [{"domain": "german", "lang": "de"}, {"domain": "english", "lang": "en"}],
         "mix.default_domain": "other"})
-    runner.run(m)
+    runner.run(m, client=warm_client)
     return root
 
 

@@ -39,7 +39,7 @@ def _b15_batch_warc(path, b15_html: bytes):
 
 
 @pytest.fixture(scope="module")
-def case_run(cases_dir, tmp_path_factory):
+def case_run(cases_dir, tmp_path_factory, warm_client):
     tmp = tmp_path_factory.mktemp("cases")
     inp = tmp / "in"
     inp.mkdir()
@@ -51,7 +51,7 @@ def case_run(cases_dir, tmp_path_factory):
          "cluster": {"workers": 1, "dashboard_address": "127.0.0.1:0", "retries": 0},
          "stages": [{"extract": {"main_content": False}}]}  # whole-page text, as the cases state it
     (tmp / "m.yaml").write_text(json.dumps(m))
-    result = runner.run(load_manifest(tmp / "m.yaml"))
+    result = runner.run(load_manifest(tmp / "m.yaml"), client=warm_client)
     rows = {k: [r for f in sorted((out / k).glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
             for k in ("documents", "rejected", "errors")}
     ledgers = {r["input"].rsplit("/", 1)[-1]: r["ledger"] for r in result.tasks}

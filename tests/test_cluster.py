@@ -1,6 +1,7 @@
 """The main job on an existing Dask cluster (``dask scheduler`` + two ``dask worker`` processes on
 127.0.0.1, started as subprocesses) equals a LocalCluster run; shards are byte-identical across
-1 worker, 2 workers and the external cluster (three separate runs)."""
+1 worker (a LocalCluster of its own), 2 workers (conftest's warm one) and the external cluster
+(three separate runs)."""
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ def _sample(data_dir, tmp, names):
     return d
 
 
-def _check_external_equals_local(data_dir, tmp, names):
+def _check_external_equals_local(data_dir, tmp, names, warm_client):
     inputs = _sample(data_dir, tmp, names)
     files = sorted(inputs.iterdir())
     client_cwd = tmp / "client"
@@ -43,8 +44,8 @@ def _check_external_equals_local(data_dir, tmp, names):
 
         with Client(cluster.address) as c:  # the work ran on the two external workers
             assert len(c.scheduler_info()["workers"]) == 2
-    local2 = run_local(files, tmp / "local2", workers=2)
-    local1 = run_local(files, tmp / "local1", workers=1)
+    local2 = run_local(files, tmp / "local2", client=warm_client)  # conftest's: 2 workers
+    local1 = run_local(files, tmp / "local1", workers=1)  # a LocalCluster of its own
     ext = json.loads((tmp / "external" / "ledger.json").read_text())
     # Row sets and checksums equal; then the stronger property: byte-identical shard files.
     assert_same_output(tmp / "external", tmp / "local2")
@@ -61,15 +62,15 @@ def _check_external_equals_local(data_dir, tmp, names):
             assert per_task[f.name] == sum(warcio_record_counts(f).values()), f.name
 
 
-def test_external_cluster_equals_local_cluster(data_dir, tmp_path):
+def test_external_cluster_equals_local_cluster(data_dir, tmp_path, warm_client):
     """The real WARC sample without its one 34 MB file (that one is in the slow variant)."""
-    _check_external_equals_local(data_dir, tmp_path, SMALL)
+    _check_external_equals_local(data_dir, tmp_path, SMALL, warm_client)
 
 
 @pytest.mark.slow
-def test_external_cluster_equals_local_cluster_full_sample(data_dir, tmp_path):
+def test_external_cluster_equals_local_cluster_full_sample(data_dir, tmp_path, warm_client):
     names = sorted(p.name for p in (data_dir / "warc").iterdir() if p.name.endswith(".gz"))
-    _check_external_equals_local(data_dir, tmp_path, names)
+    _check_external_equals_local(data_dir, tmp_path, names, warm_client)
 
 
 def test_scheduler_unreachable_is_a_clear_error(tmp_path, data_dir):

@@ -56,14 +56,14 @@ def _assert_rows_match_ledger(out, led):
 
 # ------------------------------------------------------------------ a worker killed mid-task
 
-def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
+def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path, warm_client):
     inputs = tmp_path / "in"
     inputs.mkdir()
     _first_records(data_dir / "warc" / "realpages-1171.warc.gz", 200, inputs / "realpages-200.warc.gz")
     for n in ("whirlwind_CC-MAIN-2024-22.warc.gz", "dolma_wget_sample-0001.warc.gz"):
         shutil.copy(data_dir / "warc" / n, inputs / n)
     files = sorted(inputs.iterdir())
-    ref = run_local(files, tmp_path / "ref", workers=2, batch_size=32)
+    ref = run_local(files, tmp_path / "ref", client=warm_client, batch_size=32)  # the kill is on the external cluster
 
     out = tmp_path / "killed"
     from distributed import Client
@@ -114,7 +114,7 @@ def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path):
 
 # ------------------------------------------------------------------ corrupt inputs
 
-def test_corrupt_inputs_are_accounted_for(data_dir, tmp_path):
+def test_corrupt_inputs_are_accounted_for(data_dir, tmp_path, warm_client):
     src = data_dir / "warc" / "dolma_wget_sample-0000.warc.gz"
     offs = _record_offsets(src)
     inputs = tmp_path / "in"
@@ -127,7 +127,7 @@ def test_corrupt_inputs_are_accounted_for(data_dir, tmp_path):
     (inputs / "plain.warc").write_bytes(b"id,name\n1,a\n2,b\n" * 1000)
     shutil.copy(data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz", inputs / "good.warc.gz")
     out = tmp_path / "out"
-    res = run_local(sorted(inputs.iterdir()), out, workers=2)
+    res = run_local(sorted(inputs.iterdir()), out, client=warm_client)
     led = _ledger(out)
     _assert_rows_match_ledger(out, led)
     by_file = {t["input"].rsplit("/", 1)[-1]: t["ledger"]["stages"]["read"] for t in res.tasks}

@@ -55,13 +55,13 @@ def rows(out: Path, kind: str) -> list[dict]:
 
 # ----------------------------------------------------------------- real Dolma CC text, whole run
 
-def test_cc_text_through_the_chain_and_dolma_export(cc_text, tmp_path, lid_model):
+def test_cc_text_through_the_chain_and_dolma_export(cc_text, tmp_path, lid_model, warm_client):
     out = tmp_path / "run"
     m = tmp_path / "m.yaml"
     m.write_text(json.dumps({"name": "t", "inputs": {"paths": [str(p) for p in cc_text]}, "output": str(out),
                              "cluster": {"workers": 1, "dashboard_address": "127.0.0.1:0"},
                              "output_formats": ["parquet", "dolma_jsonl"], "stages": CHAIN}))
-    res = runner.run(load_manifest(m))
+    res = runner.run(load_manifest(m), client=warm_client)
     expect = {}  # our id -> input object
     for p in cc_text:
         lines = jsonl_lines(p)
@@ -286,7 +286,7 @@ def test_damaged_warc_zst_costs_one_record(data_dir, tmp_path):
     assert len(got) == 50 and got[-1][:2] == ("errored", "read:truncated_zstd_frame") and got[:-1] == expect[:-1]
 
 
-def test_cc_text_through_global_dedup(cc_text, tmp_path, lid_model):
+def test_cc_text_through_global_dedup(cc_text, tmp_path, lid_model, warm_client):
     """The real Dolma CC documents plus a byte-identical copy of one file under another name: the
     dedup phase must reject exactly one document of each copied pair that phase 1 kept, keeping the
     smaller id (same WARC date), and the ledger must still balance."""
@@ -299,7 +299,7 @@ def test_cc_text_through_global_dedup(cc_text, tmp_path, lid_model):
     m.write_text(json.dumps({"name": "t", "inputs": {"paths": [str(p) for p in cc_text] + [str(copy)]},
                              "output": str(out), "cluster": {"workers": 2, "dashboard_address": "127.0.0.1:0"},
                              "stages": CHAIN, "dedup": {"exact": True}}))
-    runner.run(load_manifest(m))
+    runner.run(load_manifest(m), client=warm_client)
     led = Ledger.from_dict(json.loads((out / "ledger.json").read_text()))
     led.check()
     lines = jsonl_lines(cc_text[0])

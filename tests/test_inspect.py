@@ -1,34 +1,22 @@
 """`datapipe inspect` on a real small run: every number checked against the ledger and pyarrow."""
 import json
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import cli, runner
+from datapipe import cli
 from datapipe import inspect as I
 from datapipe.inspect_rules import what_if
-from datapipe.manifest import load_manifest
-
-REPO = Path(__file__).resolve().parent.parent
-#: gopher_quality adds rejections after langid, so what-if sees later-stage rows too; the manifest
-#: keeps its dedup phase (near-dup clusters), mix/tokenize are switched off to stay fast.
-STAGES = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, {"gopher_quality": {}}]
+from scale_helpers import SMALL_RUN_STAGES as STAGES
 
 
 @pytest.fixture(scope="module")
-def run_dir(data_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("inspect-run")
-    inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
-    m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
-                      {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
-                       "cluster.workers": 1, "cluster.dashboard_address": "127.0.0.1:0", "stages": STAGES,
-                       "mix": None, "tokenize": None})
-    runner.run(m)
-    return out
+def run_dir(small_stages_run):
+    """conftest's run (extract, langid, gopher_quality; dedup on, mix/tokenize off), shared with test_report.py."""
+    return small_stages_run[1]
 
 
 def _table(run_dir, kind):

@@ -19,11 +19,12 @@ from datapipe import runner
 BLOCK = 64 * 1024  # small fsspec blocks so that every sample file needs several ranged reads
 #: These tests are about reading and writing remote data: phase 1 only (the global phases read
 #: the output location the same way and are covered by the cluster and end-to-end tests).
+#: They run on conftest's warm_client: the workers read and write the remote data as a run's own do.
 PHASE1 = {"dedup": None, "mix": None, "tokenize": None}
 
 
-def run_local(inputs, out, workers=2, **overrides):
-    return _run_local(inputs, out, workers=workers, **{**PHASE1, **overrides})
+def run_local(inputs, out, client, **overrides):
+    return _run_local(inputs, out, client=client, **{**PHASE1, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +36,9 @@ def small_inputs(data_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def local_ref(small_inputs, tmp_path_factory):
+def local_ref(small_inputs, tmp_path_factory, warm_client):
     out = tmp_path_factory.mktemp("ref")
-    res = run_local([small_inputs / n for n in SMALL], out)
+    res = run_local([small_inputs / n for n in SMALL], out, warm_client)
     return res, out
 
 
@@ -45,12 +46,12 @@ def _warc_gets(srv):
     return [(m, p, r) for m, p, r in srv.log if m == "GET" and p.endswith(".warc.gz")]
 
 
-def test_https_inputs_are_streamed_in_ranges(small_inputs, local_ref):
+def test_https_inputs_are_streamed_in_ranges(small_inputs, local_ref, warm_client):
     ref, ref_out = local_ref
     with http_server(small_inputs) as srv:
         urls = [f"{srv.url}/{n}" for n in SMALL]
         out = small_inputs.parent / "https_out"
-        res = run_local(urls, out, **{"inputs.storage_options": {"block_size": BLOCK}})
+        res = run_local(urls, out, warm_client, **{"inputs.storage_options": {"block_size": BLOCK}})
         gets = _warc_gets(srv)
     assert_same_output(out, ref_out)
     assert stage_counts(res.ledger.to_dict()) == stage_counts(ref.ledger.to_dict())
@@ -76,14 +77,14 @@ def test_large_file_is_streamed_not_downloaded(data_dir):
     assert sum(spans) >= size and len(gets) >= size // (8 << 20)
 
 
-def test_https_transient_errors_are_retried_mid_file(small_inputs, local_ref):
+def test_https_transient_errors_are_retried_mid_file(small_inputs, local_ref, warm_client):
     """The server answers 503 to the first ranged GETs; Dask task retries are off, so only the
     reader's own retry (re-open, seek, read again, with backoff) can save the run."""
     _, ref_out = local_ref
     with http_server(small_inputs, fail_ranges=4) as srv:
         urls = [f"{srv.url}/{n}" for n in SMALL]
         out = small_inputs.parent / "retry_out"
-        res = run_local(urls, out, **{"inputs.storage_options": {"block_size": BLOCK}, "cluster.retries": 0})
+        res = run_local(urls, out, warm_client, **{"inputs.storage_options": {"block_size": BLOCK}, "cluster.retries": 0})
         assert srv.failed == 4
     assert_same_output(out, ref_out)
     Ledger.from_dict(json.loads((out / "ledger.json").read_text())).check()
@@ -117,7 +118,7 @@ def test_not_found_is_not_retried(small_inputs):
         assert time.time() - t0 < 2  # no backoff sleeps on a final error
 
 
-def test_crawl_id_resolved_through_warc_paths(small_inputs, local_ref, tmp_path):
+def test_crawl_id_resolved_through_warc_paths(small_inputs, local_ref, tmp_path, warm_client):
     crawl = "CC-MAIN-2099-01"
     root = tmp_path / "cc"
     listed = []
@@ -134,7 +135,7 @@ def test_crawl_id_resolved_through_warc_paths(small_inputs, local_ref, tmp_path)
                                      "cluster.workers": 1, **PHASE1})
         inputs = runner.check_before_work(m)
         assert inputs == [f"{srv.url}/{rel}" for rel in listed[:2]]
-        res = runner.run(m, inputs)
+        res = runner.run(m, inputs, client=warm_client)
     assert sorted(t["input"] for t in res.tasks) == sorted(inputs)
     want = sum(sum(warcio_record_counts(root / rel).values()) for rel in listed[:2])
     assert res.ledger.stages["read"].n_in == want
@@ -170,7 +171,7 @@ def s3():
         server.stop()
 
 
-def test_s3_inputs_and_outputs(s3, small_inputs, local_ref):
+def test_s3_inputs_and_outputs(s3, small_inputs, local_ref, warm_client):
     fs, so = s3
     ref, ref_out = local_ref
     for n in SMALL:
@@ -180,7 +181,7 @@ def test_s3_inputs_and_outputs(s3, small_inputs, local_ref):
                      **{"inputs.storage_options": so, "cluster.workers": 2, **PHASE1})
     inputs = runner.check_before_work(m)
     assert inputs == sorted(f"s3://datapipe-test/crawl/{n}" for n in SMALL)
-    res = runner.run(m, inputs)
+    res = runner.run(m, inputs, client=warm_client)
     fs.invalidate_cache()
     assert_same_output("datapipe-test/runs/a", ref_out, fs_a=fs)
     led = json.loads(fs.cat_file("datapipe-test/runs/a/ledger.json"))
@@ -190,6 +191,6 @@ def test_s3_inputs_and_outputs(s3, small_inputs, local_ref):
     assert not [k for k in keys if ".tmp-" in k]
     assert len([k for k in keys if "/_tasks/" in k]) == len(SMALL)
     # The success records on S3 make a rerun skip every file.
-    again = runner.run(m, inputs)
+    again = runner.run(m, inputs, client=warm_client)
     assert all(t.get("skipped") for t in again.tasks)
     assert stage_counts(again.ledger.to_dict()) == stage_counts(res.ledger.to_dict())

@@ -8,24 +8,16 @@ import pytest
 
 from datapipe import cli, report, runner
 from datapipe.manifest import load_manifest
+from scale_helpers import SMALL_RUN_STAGES, manifest_for
 
 REPO = Path(__file__).resolve().parent.parent
-STAGES = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, {"gopher_quality": {}}]
-
-
-def _run(inputs, out):
-    m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
-                      {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
-                       "cluster.workers": 1, "cluster.dashboard_address": "127.0.0.1:0", "stages": STAGES,
-                       "mix": None, "tokenize": None})
-    return runner.run(m)
 
 
 @pytest.fixture(scope="module")
-def run_dir(data_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("report-run")
-    inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
-    res = _run(inputs, out)
+def run_dir(small_stages_run):
+    """conftest's run of the main manifest with SMALL_RUN_STAGES over the sample without realpages
+    (shared with test_inspect.py)."""
+    res, out = small_stages_run
     assert res.report == str(out) + "/report.html" or Path(res.report) == out / "report.html"
     # The histograms are drawn on demand (issue 16: they were most of a small run's fixed cost).
     assert cli.main(["report", str(out), "--out", str(out / "full.html")]) == 0
@@ -100,12 +92,14 @@ def test_report_cli(run_dir, tmp_path, capsys):
     assert "is not a datapipe run" in capsys.readouterr().err
 
 
-def test_report_failure_does_not_fail_the_run(data_dir, tmp_path, monkeypatch, caplog):
+def test_report_failure_does_not_fail_the_run(data_dir, tmp_path, monkeypatch, caplog, warm_client):
     def boom(*a, **k):
         raise RuntimeError("no plots today")
 
     monkeypatch.setattr(report, "write_report", boom)
-    res = _run([data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz"], tmp_path)
+    m = manifest_for([data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz"], tmp_path, stages=SMALL_RUN_STAGES,
+                     mix=None, tokenize=None)
+    res = runner.run(m, client=warm_client)
     assert res.report is None and (tmp_path / "ledger.json").exists()
     assert "phase report failed (the run goes on): RuntimeError: no plots today" in caplog.text
 

@@ -130,7 +130,7 @@ HOSTILE_FILES = ["..jsonl", ".jsonl", "..%2F..%2Fevil.jsonl", "..\\..\\evil.json
                  "-dash.jsonl"]
 
 
-def test_hostile_input_names_write_only_under_the_output(tmp_path):
+def test_hostile_input_names_write_only_under_the_output(tmp_path, warm_client):
     root = tmp_path / "w"
     inp = root / "in"
     (inp / "sub").mkdir(parents=True)
@@ -148,7 +148,7 @@ def test_hostile_input_names_write_only_under_the_output(tmp_path):
          "dedup": {}, "tokenize": {}}
     manifest = load_manifest(_write(tmp_path, json.dumps(m)))
     before = {p for p in tmp_path.rglob("*")}
-    result = runner.run(manifest, inputs=inputs)
+    result = runner.run(manifest, inputs=inputs, client=warm_client)
     new = {p for p in tmp_path.rglob("*")} - before
     outside = [p for p in new if not p.resolve().is_relative_to(out.resolve())]
     assert outside == []
