@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from distributed import Client, LocalCluster
 
 from datapipe.env import shared_data
 from datapipe.stages.phases.dedup import DedupConfig, run_dedup
@@ -20,10 +19,9 @@ from dedup_fixtures import write_shards
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c, \
-            Client(c) as cl:
-        yield cl
+def client(warm_client):
+    """conftest's 2-process LocalCluster (set up once for the session)."""
+    return warm_client
 
 
 def _bases() -> list[list[str]]:

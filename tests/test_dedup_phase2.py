@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from distributed import Client, LocalCluster
 
 from datapipe.env import shared_cases, shared_data
 from datapipe.schema import document_schema
@@ -24,10 +23,9 @@ SCHEMA = document_schema([DedupSignatures])
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c, \
-            Client(c) as cl:
-        yield cl
+def client(warm_client):
+    """conftest's 2-process LocalCluster (set up once for the session)."""
+    return warm_client
 
 
 def _rows(path: Path) -> list[dict]:

@@ -10,7 +10,6 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from distributed import Client, LocalCluster
 
 from datapipe.stages.phases.dedup import DedupConfig, run_dedup
 from datapipe.stages.phases.dedup.phase import load_stats
@@ -21,10 +20,9 @@ from scale_corpus import make_corpus
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                      scheduler_kwargs={"allowed_failures": 3}) as c, Client(c) as cl:
-        yield cl
+def client(warm_client):
+    """conftest's 2-process LocalCluster (set up once for the session)."""
+    return warm_client
 
 
 def _write(run, docs, nshards):

@@ -4,7 +4,8 @@ directory, the outputs are byte-identical to a fresh run of the final manifest i
 Every scenario starts from a copy of the base run's directory, reruns it with a changed manifest
 (the "before" state), then reruns the base manifest over it and compares every shard file,
 ``tokens/`` (index included) and the ledger's counts with the base run made fresh. Both
-directions are reruns into an existing directory. One LocalCluster serves the whole module.
+directions are reruns into an existing directory. One LocalCluster (conftest's warm_client)
+serves the whole module.
 """
 from __future__ import annotations
 
@@ -30,12 +31,8 @@ BASE = {"report.enabled": False, "dedup.minhash.threshold": 0.7}
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                      scheduler_kwargs={"allowed_failures": 1}) as cluster, Client(cluster) as c:
-        yield c
+def client(warm_client):
+    return warm_client
 
 
 @pytest.fixture(scope="module")
@@ -218,11 +215,12 @@ from distributed.diagnostics.plugin import WorkerPlugin  # noqa: E402
 
 
 class _FailReads(WorkerPlugin):
-    """Worker plugin: reading one file raises (as a full disk or a vanished mount would)."""
+    """Worker plugin: reading one file raises (as a full disk or a vanished mount would); its
+    teardown (``unregister_worker_plugin``) gives the worker its own reader back."""
 
     name = "fail-reads"
 
-    def __init__(self, target: str | None):
+    def __init__(self, target: str):
         self.target = target
 
     def setup(self, worker):
@@ -233,10 +231,21 @@ class _FailReads(WorkerPlugin):
         real, target = task._real_read_input, self.target
 
         def read_input(path, *a, **k):
-            if target and path.endswith(target):
+            if path.endswith(target):
                 raise OSError(28, "No space left on device")
             return real(path, *a, **k)
         task.read_input = read_input
+
+    def teardown(self, worker):
+        import datapipe.task as task
+
+        task.read_input = task._real_read_input
+
+
+def _reads_as_before() -> bool:
+    import datapipe.task as task
+
+    return task.read_input is getattr(task, "_real_read_input", task.read_input)
 
 
 def test_failed_file_is_retried(client, inputs, fresh, tmp_path, capsys):
@@ -247,7 +256,8 @@ def test_failed_file_is_retried(client, inputs, fresh, tmp_path, capsys):
         res = runner.run(manifest(inputs, out, **{"cluster.retries": 0}), client=client)
         assert [f["input"].rsplit("/", 1)[-1] for f in res.failed] == [WARC[1]]
     finally:
-        client.register_plugin(_FailReads(None))
+        client.unregister_worker_plugin(_FailReads.name)
+    assert all(client.run(_reads_as_before).values())  # the shared cluster's workers read every file again
     base = manifest(inputs, out)
     assert "retry: no success record" in dry_run(capsys, base, out)
     res = runner.run(base, client=client)
