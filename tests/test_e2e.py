@@ -1,4 +1,6 @@
-"""End to end on the real WARC samples through a Dask LocalCluster: schema, ledger, resume, errors."""
+"""End to end on the real WARC samples through a Dask LocalCluster: schema, ledger, resume, errors.
+
+The reference run uses conftest's warm LocalCluster; its rerun makes its own (as ``datapipe run`` does)."""
 import hashlib
 import json
 import os
@@ -20,17 +22,17 @@ REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "datapipe.cli"]
 
 
-def run_job(inputs, out, workers=2):
+def run_job(inputs, out, workers=2, client=None):
     m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
                       {"inputs.paths": [str(p) for p in inputs], "inputs.crawl": None, "output": str(out),
                        "cluster.workers": workers, "cluster.dashboard_address": "127.0.0.1:0"})
-    return runner.run(m)
+    return runner.run(m, client=client)
 
 
 @pytest.fixture(scope="module")
-def sample_run(data_dir, tmp_path_factory):
+def sample_run(data_dir, tmp_path_factory, warm_client):
     out = tmp_path_factory.mktemp("run")
-    return run_job(sorted((data_dir / "warc").glob("*.gz")), out), out
+    return run_job(sorted((data_dir / "warc").glob("*.gz")), out, client=warm_client), out
 
 
 def test_every_shard_has_one_schema(sample_run):

@@ -1,7 +1,6 @@
 """Monitoring: live per-stage counters on the Dask dashboard, progress per phase, dashboard binding."""
 import io
 import json
-import logging
 import os
 import urllib.request
 from pathlib import Path
@@ -24,30 +23,24 @@ def _get(url):
 
 
 @pytest.fixture(scope="module")
-def cluster_run(data_dir, tmp_path_factory):
-    """The main manifest (dedup, mix + tokenize) through a cluster that outlives the run."""
-    from distributed import Client, LocalCluster
-
+def cluster_run(data_dir, tmp_path_factory, warm_client):
+    """The main manifest (dedup, mix + tokenize) through a cluster that outlives the run (conftest's
+    warm one, reached by its address as ``cluster.address`` reaches an existing cluster)."""
     out = tmp_path_factory.mktemp("monitor-run")
     inputs = sorted(str(p) for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
     m = load_manifest(REPO / "manifests" / "cc-2026.yaml",
                       {"inputs.paths": inputs, "inputs.crawl": None, "output": str(out),
                        "batch_size": 8})  # small batches: several live reports per file
-    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
-    try:
-        m.cluster.address = cluster.scheduler_address
-        console = Console(file=io.StringIO(), force_terminal=True, width=200)
-        with RunProgress(console, len(inputs)) as prog:
-            res = runner.run(m, progress=prog.progress, on_records=prog.on_records, on_plan=prog.on_plan,
-                             on_phase=prog.on_phase)
-        with Client(cluster) as client:
-            events = [msg for _, msg in client.get_events(PROGRESS_TOPIC)]
-        yield {"out": out, "inputs": inputs, "res": res, "prog": prog, "console": console, "manifest": m,
-               "dashboard": cluster.dashboard_link, "events": events,
-               "ledger": json.loads((out / "ledger.json").read_text())}
-    finally:
-        cluster.close()
+    m.cluster.address = warm_client.scheduler.address
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    with RunProgress(console, len(inputs)) as prog:
+        res = runner.run(m, progress=prog.progress, on_records=prog.on_records, on_plan=prog.on_plan,
+                         on_phase=prog.on_phase)
+    # this run's events (the cluster served other runs before)
+    events = [msg for _, msg in warm_client.get_events(PROGRESS_TOPIC) if msg.get("run") == str(out)]
+    return {"out": out, "inputs": inputs, "res": res, "prog": prog, "console": console, "manifest": m,
+            "dashboard": warm_client.dashboard_link, "events": events,
+            "ledger": json.loads((out / "ledger.json").read_text())}
 
 
 def test_dashboard_counters_equal_the_ledger(cluster_run):
