@@ -63,3 +63,20 @@ def small_stages_run(data_dir, tmp_path_factory, warm_client):
     inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))
     m = manifest_for(inputs, out, stages=SMALL_RUN_STAGES, mix=None, tokenize=None)
     return runner.run(m, client=warm_client), out
+
+
+@pytest.fixture(scope="session")
+def trafilatura_pages(data_dir):
+    """trafilatura's evaluation set (990 pages): ``(html bytes, "with" strings, "without" strings)``."""
+    from datapipe import evalsets
+
+    return evalsets.trafilatura_eval_pages(data_dir / "extraction" / "trafilatura_eval.tar.xz")
+
+
+@pytest.fixture(scope="session")
+def trafilatura_default_texts(trafilatura_pages):
+    """The extract stage's text of each of those pages with its defaults (``extract_one(html, None)``),
+    computed once for test_extract.py's string floor and test_extraction_quality.py's F1 floor."""
+    from datapipe.stages.extract import extract_one
+
+    return [extract_one(html, None)[0] or "" for html, _, _ in trafilatura_pages]

@@ -1,11 +1,8 @@
 """Extraction: CS336 golden output, charset cases, sandbox, and the trafilatura evaluation set."""
-import json
-import tarfile
 
 import pytest
 
 from datapipe.stages.lib.charset import normalize_label
-from datapipe.stages.extract import extract_one
 from pipeline_helpers import extract_html
 
 
@@ -61,33 +58,18 @@ def test_empty_page_rejected():
     assert row["reject_reason"] == "extract:empty"
 
 
-@pytest.fixture(scope="module")
-def trafilatura_eval(data_dir, tmp_path_factory):
-    root = tmp_path_factory.mktemp("trafeval")
-    with tarfile.open(data_dir / "extraction" / "trafilatura_eval.tar.xz") as tf:
-        tf.extractall(root, filter="data")
-    return root / "tests"
-
-
-def test_trafilatura_eval_floor(trafilatura_eval):
+def test_trafilatura_eval_floor(trafilatura_pages, trafilatura_default_texts):
     """Measured on all 990 pages (2026-12-01, stage defaults after issue 20's second round: post meta
     kept, the block trim's body grown over adjacent sentences): 92.5% of 'with' strings found, 83.0%
     of 'without' absent (first round 91.6% and 84.5%; before issue 20: 94.6% and 78.2%; plain
     resiliparse main content: 94.2% and 72.0%)."""
-    data = json.loads((trafilatura_eval / "evaldata.json").read_text())
-    found = total_w = absent = total_wo = pages = 0
-    for entry in data.values():
-        path = next((p for p in (trafilatura_eval / "eval" / entry["file"], trafilatura_eval / "cache" / entry["file"])
-                     if p.exists()), None)
-        if path is None:
-            continue
-        pages += 1
-        text = extract_one(path.read_bytes(), None)[0] or ""
-        found += sum(s in text for s in entry.get("with", []))
-        total_w += len(entry.get("with", []))
-        absent += sum(s not in text for s in entry.get("without", []))
-        total_wo += len(entry.get("without", []))
-    assert pages == 990
+    found = total_w = absent = total_wo = 0
+    for (_, with_, without), text in zip(trafilatura_pages, trafilatura_default_texts, strict=True):
+        found += sum(s in text for s in with_)
+        total_w += len(with_)
+        absent += sum(s not in text for s in without)
+        total_wo += len(without)
+    assert len(trafilatura_pages) == 990
     assert found / total_w >= 0.92
     assert absent / total_wo >= 0.825
 
