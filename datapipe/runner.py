@@ -117,7 +117,34 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
     if probe_output:
         check_output_writable(manifest.output, i.storage_options)
+    else:
+        check_output_usable(manifest.output, i.storage_options)
     return inputs
+
+
+def check_output_usable(output: str, storage_options: dict | None = None) -> None:
+    """What can be told without writing (``--dry-run``): the output location is not a file and, on
+    a local disk, its nearest existing folder is one this process may write in. Raises InputError."""
+    from datapipe.io.parquet import fs_and_path
+    from datapipe.io.paths import InputError
+
+    try:
+        fs, root = fs_and_path(output, storage_options)
+        is_file = fs.exists(root) and not fs.isdir(root)
+    except Exception as e:  # noqa: BLE001 - unreachable store, bad credentials: the real run would fail too
+        raise InputError(f"output location not usable: {output}: {type(e).__name__}: {e}") from e
+    if is_file:
+        raise InputError(f"output location is a file, not a folder: {output}")
+    proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+    if proto not in ("file", "local"):
+        return
+    here = os.path.abspath(root)
+    while not os.path.exists(here):
+        here = os.path.dirname(here)
+    if not os.path.isdir(here):
+        raise InputError(f"output location not usable: {output}: {here} is a file, not a folder")
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise InputError(f"output location not writable: {output}: no permission to write in {here}")
 
 
 def check_output_writable(output: str, storage_options: dict | None = None) -> None:

@@ -268,3 +268,27 @@ def test_killed_writers_markers_and_ledger_are_stale(tmp_path):
     for p in left + [out / "_phases" / "tokenize.json", out / "ledger.json"]:
         p.write_text("{}")
     assert stale_files(str(out), None, set()) == sorted(str(p) for p in left)
+
+
+def test_dry_run_names_an_output_it_could_not_write(tmp_path, data_dir, capsys):
+    """``--dry-run`` writes nothing, but an output that is a file (or lies under one) is an error
+    there as in the real run (exit 2 naming it), not a plan that the run then refuses."""
+    import yaml
+
+    from datapipe.cli import main as cli_main
+
+    warc = str(data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz")
+    afile = tmp_path / "out.txt"
+    afile.write_text("not a folder")
+    for out, says in ((afile, "is a file, not a folder"), (afile / "sub", f"{afile} is a file")):
+        man = tmp_path / "m.yaml"
+        man.write_text(yaml.safe_dump({"inputs": {"paths": [warc]}, "output": str(out), "stages": [{"extract": {}}]}))
+        assert cli_main(["run", str(man), "--dry-run"]) == 2
+        assert says in capsys.readouterr().err.replace("\n", "")
+        assert cli_main(["run", str(man)]) == 2  # the real run refuses it too
+        capsys.readouterr()
+    assert afile.read_text() == "not a folder"
+    good = tmp_path / "new" / "out"
+    man.write_text(yaml.safe_dump({"inputs": {"paths": [warc]}, "output": str(good), "stages": [{"extract": {}}]}))
+    assert cli_main(["run", str(man), "--dry-run"]) == 0
+    assert not (tmp_path / "new").exists()  # nothing written
