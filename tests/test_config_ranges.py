@@ -58,6 +58,10 @@ STAGE_CASES = [
     ("fineweb: {char_duplicates_ratio: 1.01}", "fineweb.char_duplicates_ratio", LE1),
     ("fineweb: {new_line_ratio: -0.3}", "fineweb.new_line_ratio", GE0),
     ("extract: {timeout_s: 0}", "extract.timeout_s", GT0),
+    # pydantic's lax mode took a boolean as 1 / 1.0 (``min_score: true`` kept only scores of 1.0)
+    ("langid: {min_score: true}", "langid.min_score", "a number is expected here, not true"),
+    ("extract: {timeout_s: false}", "extract.timeout_s", "a number is expected here, not false"),
+    ("nsfw: {threshold: true}", "nsfw.threshold", "a number is expected here, not true"),
     ("extract: {max_payload_bytes: 0}", "extract.max_payload_bytes", GE1),
     ("extract: {min_chars: -1}", "extract.min_chars", GE0),
     ("extract: {fallback_chars: -200}", "extract.fallback_chars", GE0),
