@@ -13,7 +13,10 @@ For each worker count ``runner.local_cluster`` (one thread per worker process) i
 chain built on every worker: models and lists loaded), then ``runner.run`` of phase 1 (the
 manifest's stages; dedup/mix/tokenize off) is timed through ``cluster.address``. Reported:
 records/s, speedup and parallel efficiency ``T(1) / (n * T(n))``, and whether the documents
-shards are byte-identical across worker counts.
+shards are byte-identical across worker counts. Beside the stages' wall seconds, the CPU seconds of
+the run per kind of process (workers, their sandbox children, the process of the client, the
+scheduler and the nannies; psutil before and after): per-record CPU that stays flat while stage wall time grows
+means the cores were shared, not the work heavier.
 
 Repeated (``--reps R``): the worker counts run in turn R times (1, 16, 1, 16, ...), after one
 discarded 1-worker run on 2 files (a fresh machine's first run pays first-use costs in its timed
@@ -89,6 +92,17 @@ def _warm(stages):
     return os.getpid()
 
 
+def _cpu() -> dict:
+    """CPU seconds (user + system) so far of this worker process and its live children (the
+    extraction sandbox). A LocalCluster's nannies live in the client's process, counted there."""
+    import psutil
+
+    p = psutil.Process()
+    t = p.cpu_times()
+    kids = sum(c.cpu_times().user + c.cpu_times().system for c in p.children(recursive=True))
+    return {"worker": t.user + t.system, "sandbox": kids}
+
+
 def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_bytes: int | None = None) -> dict:
     from distributed import Client
 
@@ -111,10 +125,19 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
             c.run(_warm, m.effective_stages() if hasattr(m, "effective_stages") else m.stages)
             warm_s = time.perf_counter() - t0
             done_at = []
+            cpu0, main0 = c.run(_cpu), time.process_time()
             t0 = time.perf_counter()
             res = runner.run(m, inputs, progress=lambda *a: done_at.append(time.perf_counter()))
             total_s = time.perf_counter() - t0
             secs = max(done_at) - t0  # phase 1: until the last file's task is done
+            cpu1, main_s = c.run(_cpu), time.process_time() - main0
+            # Where the CPU went (the whole run: phase 1 + verify): summed over workers, per kind
+            # of process, and this process (client, scheduler, nannies); a sandbox child that restarted
+            # loses its time (reported as missing workers in "cpu_workers").
+            cpu = {k: round(sum(cpu1[w][k] - cpu0[w][k] for w in cpu1 if w in cpu0), 2)
+                   for k in ("worker", "sandbox")}
+            cpu["client_scheduler"] = round(main_s, 2)
+            cpu["cpu_workers"] = len(set(cpu0) & set(cpu1))
     finally:
         cluster.close()
     led = res.ledger.to_dict()["stages"]
@@ -123,7 +146,7 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
         docs.update(f.name.encode() + f.read_bytes())
     stage_s = {k: round(v.get("seconds", 0), 2) for k, v in led.items()}
     return {"workers": n, "seconds": round(secs, 3), "run_total_s": round(total_s, 3), "warmup_s": round(warm_s, 3),
-            "stage_seconds": stage_s,
+            "stage_seconds": stage_s, "cpu_seconds": cpu,
             "records": led["read"]["in"], "kept": res.ledger.kept,
             "records_per_s": round(led["read"]["in"] / secs, 2), "documents_sha256": docs.hexdigest()}
 
@@ -175,6 +198,13 @@ def main() -> int:
     for r in rows:
         print(f"{r['rep']:>3} {r['workers']:>7} {r['files']:>5} {r['seconds']:>8.2f} {r['records_per_s']:>10.1f} "
               f"{r['speedup']:>8.2f} {r['efficiency'] * 100:>9.1f}%")
+    print("\nCPU seconds per 1,000 records (worker processes, sandbox children, client + scheduler + nannies),"
+          " and the stages' wall seconds per 1,000 records:")
+    for r in rows:
+        k, c = 1000 / r["records"], r["cpu_seconds"]
+        print(f"{r['rep']:>3} {r['workers']:>3} workers: worker {c['worker'] * k:6.2f}  sandbox {c['sandbox'] * k:5.2f}  "
+              f"client {c['client_scheduler'] * k:5.3f}  "
+              f"stages (wall) {sum(r['stage_seconds'].values()) * k:6.2f}")
     summary = {}
     for n in counts:
         eff = sorted(r["efficiency"] for r in rows if r["workers"] == n)
