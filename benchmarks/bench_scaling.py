@@ -18,6 +18,13 @@ the run per kind of process (workers, their sandbox children, the process of the
 scheduler and the nannies; psutil before and after): per-record CPU that stays flat while stage wall time grows
 means the cores were shared, not the work heavier.
 
+``1p`` in ``--workers`` is one worker whose threads and sandbox child are pinned to one core (the
+last of this process's CPUs) after the warm-up: the single-core run that parallel efficiency is
+defined against. Unpinned, a lone worker's sandbox child runs on an idle second core beside it
+(its own cache, and the two overlap a little: ~1.03 cores in use on the device machine), which a
+full host cannot give each of its workers. With a ``1p`` run in a repetition, the 16-worker rows
+also get ``efficiency_vs_one_core`` = records/s(n) / (n * records/s(1p)).
+
 Repeated (``--reps R``): the worker counts run in turn R times (1, 16, 1, 16, ...), after one
 discarded 1-worker run on 2 files (a fresh machine's first run pays first-use costs in its timed
 part: page cache, bytecode, numba's cache), and efficiency is rate-based per repetition,
@@ -103,7 +110,24 @@ def _cpu() -> dict:
     return {"worker": t.user + t.system, "sandbox": kids}
 
 
-def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_bytes: int | None = None) -> dict:
+def _pin(core: int) -> int:
+    """Restrict this worker process (every thread of it, so the executor thread and the event loop
+    too) and its live children (the extraction sandbox) to ``core``; a child started later
+    inherits the starting thread's set. Returns how many threads and children were pinned."""
+    import psutil
+
+    tids = [int(t) for t in os.listdir("/proc/self/task")]
+    for tid in tids:
+        os.sched_setaffinity(tid, {core})
+    kids = psutil.Process().children(recursive=True)
+    for k in kids:
+        for tid in os.listdir(f"/proc/{k.pid}/task"):
+            os.sched_setaffinity(int(tid), {core})
+    return len(tids) + len(kids)
+
+
+def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_bytes: int | None = None,
+             pin: int | None = None) -> dict:
     from distributed import Client
 
     from datapipe import runner
@@ -124,6 +148,8 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
             t0 = time.perf_counter()
             c.run(_warm, m.effective_stages() if hasattr(m, "effective_stages") else m.stages)
             warm_s = time.perf_counter() - t0
+            if pin is not None:  # after the warm-up: its sandbox child exists by then
+                c.run(_pin, pin)
             done_at = []
             cpu0, main0 = c.run(_cpu), time.process_time()
             t0 = time.perf_counter()
@@ -145,7 +171,7 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
     for f in sorted((out / "documents").glob("*.parquet")):
         docs.update(f.name.encode() + f.read_bytes())
     stage_s = {k: round(v.get("seconds", 0), 2) for k, v in led.items()}
-    return {"workers": n, "seconds": round(secs, 3), "run_total_s": round(total_s, 3), "warmup_s": round(warm_s, 3),
+    return {"workers": n, "pinned_core": pin, "seconds": round(secs, 3), "run_total_s": round(total_s, 3), "warmup_s": round(warm_s, 3),
             "stage_seconds": stage_s, "cpu_seconds": cpu,
             "records": led["read"]["in"], "kept": res.ledger.kept,
             "records_per_s": round(led["read"]["in"] / secs, 2), "documents_sha256": docs.hexdigest()}
@@ -158,7 +184,8 @@ def main() -> int:
     ap.add_argument("--manifest", type=Path, default=REPO / "manifests" / "cc-2026.yaml")
     ap.add_argument("--files", type=int, default=32)
     ap.add_argument("--records", type=int, default=400)
-    ap.add_argument("--workers", default="1,2,4,8,16")
+    ap.add_argument("--workers", default="1,2,4,8,16",
+                    help="worker counts; 1p = one worker with its threads and sandbox child on one core")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--split-bytes", type=int, default=None,
                     help="inputs.split_bytes (gzip WARC files cut into byte-range tasks at member starts); "
@@ -168,7 +195,9 @@ def main() -> int:
                     help="1-worker runs read only the first K files (0 = all)")
     ap.add_argument("--json", type=Path, default=HERE / "results" / "scaling.json")
     a = ap.parse_args()
-    counts = [int(x) for x in a.workers.split(",")]
+    runs_spec = [(int(x.rstrip("p")), x.endswith("p")) for x in a.workers.split(",")]
+    counts = sorted({n for n, _ in runs_spec})
+    last_core = max(os.sched_getaffinity(0))
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-scaling-"))
     t0 = time.perf_counter()
     inputs = build_inputs(a.source, a.files, a.records, work / "input", max(counts))
@@ -179,40 +208,55 @@ def main() -> int:
         print(f"discarded first run: {discard['records_per_s']} records/s", flush=True)
     rows = []
     for rep in range(a.reps):
-        for n in counts:
+        for n, pinned in runs_spec:
             out = work / f"out-{n}"
             shutil.rmtree(out, ignore_errors=True)
             files = inputs[:a.baseline_files] if n == 1 and a.baseline_files else inputs
-            r = run_once(a.manifest, files, out, n, a.split_bytes)
+            r = run_once(a.manifest, files, out, n, a.split_bytes, pin=last_core if pinned else None)
             r.update(rep=rep, files=len(files))
             rows.append(r)
             print(json.dumps(r), flush=True)
             a.json.parent.mkdir(parents=True, exist_ok=True)
             a.json.write_text(json.dumps({"partial": True, "runs": rows}, indent=2))  # survives a timeout
     for r in rows:  # rate-based, against the 1-worker (or smallest) run of the same repetition
-        base = min((x for x in rows if x["rep"] == r["rep"]), key=lambda x: x["workers"])
+        same = [x for x in rows if x["rep"] == r["rep"] and x["pinned_core"] is None]
+        base = min(same or [x for x in rows if x["rep"] == r["rep"]], key=lambda x: x["workers"])
         r["speedup"] = round(r["records_per_s"] / base["records_per_s"] * base["workers"], 2)
         r["efficiency"] = round(r["speedup"] / r["workers"], 3)
+        one_core = [x for x in rows if x["rep"] == r["rep"] and x["pinned_core"] is not None]
+        if one_core:  # against one worker on one core: the per-core figure
+            r["efficiency_vs_one_core"] = round(r["records_per_s"] / (r["workers"] * one_core[0]["records_per_s"]), 3)
     identical = all(len({r["documents_sha256"] for r in rows if r["files"] == k}) == 1 for k in {r["files"] for r in rows})
-    print(f"\n{'rep':>3} {'workers':>7} {'files':>5} {'seconds':>8} {'records/s':>10} {'speedup':>8} {'efficiency':>10}")
+    print(f"\n{'rep':>3} {'workers':>7} {'files':>5} {'seconds':>8} {'records/s':>10} {'speedup':>8} {'efficiency':>10}"
+          f" {'vs 1 core':>9}")
     for r in rows:
-        print(f"{r['rep']:>3} {r['workers']:>7} {r['files']:>5} {r['seconds']:>8.2f} {r['records_per_s']:>10.1f} "
-              f"{r['speedup']:>8.2f} {r['efficiency'] * 100:>9.1f}%")
+        one = r.get("efficiency_vs_one_core")
+        print(f"{r['rep']:>3} {str(r['workers']) + ('p' if r['pinned_core'] is not None else ''):>7} {r['files']:>5} "
+              f"{r['seconds']:>8.2f} {r['records_per_s']:>10.1f} {r['speedup']:>8.2f} {r['efficiency'] * 100:>9.1f}%"
+              f" {'' if one is None else f'{one * 100:8.1f}%'}")
     print("\nCPU seconds per 1,000 records (worker processes, sandbox children, client + scheduler + nannies),"
           " and the stages' wall seconds per 1,000 records:")
     for r in rows:
         k, c = 1000 / r["records"], r["cpu_seconds"]
-        print(f"{r['rep']:>3} {r['workers']:>3} workers: worker {c['worker'] * k:6.2f}  sandbox {c['sandbox'] * k:5.2f}  "
+        print(f"{r['rep']:>3} {str(r['workers']) + ('p' if r['pinned_core'] is not None else ''):>3} workers: worker {c['worker'] * k:6.2f}  sandbox {c['sandbox'] * k:5.2f}  "
               f"client {c['client_scheduler'] * k:5.3f}  "
               f"stages (wall) {sum(r['stage_seconds'].values()) * k:6.2f}")
     summary = {}
     for n in counts:
-        eff = sorted(r["efficiency"] for r in rows if r["workers"] == n)
-        rate = sorted(r["records_per_s"] for r in rows if r["workers"] == n)
+        free = [r for r in rows if r["workers"] == n and r["pinned_core"] is None]
+        if not free:
+            continue
+        eff = sorted(r["efficiency"] for r in free)
+        rate = sorted(r["records_per_s"] for r in free)
         summary[n] = {"efficiency": {"median": round(statistics.median(eff), 3), "min": eff[0], "max": eff[-1]},
                       "records_per_s": {"median": round(statistics.median(rate), 2), "min": rate[0], "max": rate[-1]}}
-        print(f"{n:>3} workers: efficiency {statistics.median(eff) * 100:.1f}% [{eff[0] * 100:.1f}, {eff[-1] * 100:.1f}] "
-              f"over {len(eff)} repetition(s)")
+        line = (f"{n:>3} workers: efficiency {statistics.median(eff) * 100:.1f}% [{eff[0] * 100:.1f}, {eff[-1] * 100:.1f}] "
+                f"over {len(eff)} repetition(s)")
+        one = sorted(r["efficiency_vs_one_core"] for r in free if "efficiency_vs_one_core" in r)
+        if one:
+            summary[n]["efficiency_vs_one_core"] = {"median": round(statistics.median(one), 3), "min": one[0], "max": one[-1]}
+            line += f"; against one worker on one core {statistics.median(one) * 100:.1f}% [{one[0] * 100:.1f}, {one[-1] * 100:.1f}]"
+        print(line)
     print(f"documents shards byte-identical across worker counts (same files): {identical}")
     result = {"files": a.files, "records_per_file": a.records, "cpus": os.cpu_count(), "runs": rows,
               "summary": summary, "reps": a.reps, "baseline_files": a.baseline_files,
