@@ -20,7 +20,7 @@ means the cores were shared, not the work heavier.
 
 ``1p`` in ``--workers`` is one worker whose threads and sandbox child are pinned to one core (the
 last of this process's CPUs) after the warm-up: the single-core run that parallel efficiency is
-defined against. Unpinned, a lone worker's sandbox child runs on an idle second core beside it
+defined against; ``16p`` pins worker i (and its child) to core i. Unpinned, a lone worker's sandbox child runs on an idle second core beside it
 (its own cache, and the two overlap a little: ~1.03 cores in use on the device machine), which a
 full host cannot give each of its workers. With a ``1p`` run in a repetition, the 16-worker rows
 also get ``efficiency_vs_one_core`` = records/s(n) / (n * records/s(1p)).
@@ -149,7 +149,9 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
             c.run(_warm, m.effective_stages() if hasattr(m, "effective_stages") else m.stages)
             warm_s = time.perf_counter() - t0
             if pin is not None:  # after the warm-up: its sandbox child exists by then
-                c.run(_pin, pin)
+                cores = sorted(os.sched_getaffinity(0))
+                for i, addr in enumerate(sorted(c.scheduler_info()["workers"])):  # worker i on core i
+                    c.run(_pin, cores[(pin + i) % len(cores)], workers=[addr])
             done_at = []
             cpu0, main0 = c.run(_cpu), time.process_time()
             t0 = time.perf_counter()
@@ -212,7 +214,7 @@ def main() -> int:
             out = work / f"out-{n}"
             shutil.rmtree(out, ignore_errors=True)
             files = inputs[:a.baseline_files] if n == 1 and a.baseline_files else inputs
-            r = run_once(a.manifest, files, out, n, a.split_bytes, pin=last_core if pinned else None)
+            r = run_once(a.manifest, files, out, n, a.split_bytes, pin=(last_core if n == 1 else 0) if pinned else None)
             r.update(rep=rep, files=len(files))
             rows.append(r)
             print(json.dumps(r), flush=True)
@@ -223,7 +225,7 @@ def main() -> int:
         base = min(same or [x for x in rows if x["rep"] == r["rep"]], key=lambda x: x["workers"])
         r["speedup"] = round(r["records_per_s"] / base["records_per_s"] * base["workers"], 2)
         r["efficiency"] = round(r["speedup"] / r["workers"], 3)
-        one_core = [x for x in rows if x["rep"] == r["rep"] and x["pinned_core"] is not None]
+        one_core = [x for x in rows if x["rep"] == r["rep"] and x["pinned_core"] is not None and x["workers"] == 1]
         if one_core:  # against one worker on one core: the per-core figure
             r["efficiency_vs_one_core"] = round(r["records_per_s"] / (r["workers"] * one_core[0]["records_per_s"]), 3)
     identical = all(len({r["documents_sha256"] for r in rows if r["files"] == k}) == 1 for k in {r["files"] for r in rows})
@@ -242,19 +244,20 @@ def main() -> int:
               f"client {c['client_scheduler'] * k:5.3f}  "
               f"stages (wall) {sum(r['stage_seconds'].values()) * k:6.2f}")
     summary = {}
-    for n in counts:
-        free = [r for r in rows if r["workers"] == n and r["pinned_core"] is None]
+    for n, pinned in dict.fromkeys(runs_spec):
+        free = [r for r in rows if r["workers"] == n and (r["pinned_core"] is not None) == pinned]
         if not free:
             continue
         eff = sorted(r["efficiency"] for r in free)
         rate = sorted(r["records_per_s"] for r in free)
-        summary[n] = {"efficiency": {"median": round(statistics.median(eff), 3), "min": eff[0], "max": eff[-1]},
-                      "records_per_s": {"median": round(statistics.median(rate), 2), "min": rate[0], "max": rate[-1]}}
-        line = (f"{n:>3} workers: efficiency {statistics.median(eff) * 100:.1f}% [{eff[0] * 100:.1f}, {eff[-1] * 100:.1f}] "
+        key = f"{n}p" if pinned else n
+        summary[key] = {"efficiency": {"median": round(statistics.median(eff), 3), "min": eff[0], "max": eff[-1]},
+                        "records_per_s": {"median": round(statistics.median(rate), 2), "min": rate[0], "max": rate[-1]}}
+        line = (f"{str(key):>3} workers: efficiency {statistics.median(eff) * 100:.1f}% [{eff[0] * 100:.1f}, {eff[-1] * 100:.1f}] "
                 f"over {len(eff)} repetition(s)")
         one = sorted(r["efficiency_vs_one_core"] for r in free if "efficiency_vs_one_core" in r)
         if one:
-            summary[n]["efficiency_vs_one_core"] = {"median": round(statistics.median(one), 3), "min": one[0], "max": one[-1]}
+            summary[key]["efficiency_vs_one_core"] = {"median": round(statistics.median(one), 3), "min": one[0], "max": one[-1]}
             line += f"; against one worker on one core {statistics.median(one) * 100:.1f}% [{one[0] * 100:.1f}, {one[-1] * 100:.1f}]"
         print(line)
     print(f"documents shards byte-identical across worker counts (same files): {identical}")
