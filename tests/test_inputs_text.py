@@ -140,6 +140,28 @@ def test_bad_lines_are_errored_with_line_numbers_and_reading_goes_on(cc_text, tm
         assert len(rows(out, "_filtered")) + len(rows(out, "rejected")) == 30  # every real line after them too
 
 
+def test_lone_surrogate_escapes_are_replaced_not_a_lost_file(cc_text, tmp_path, lid_model):
+    # "\\ud800" is valid JSON but no UTF-8 writer takes the str json.loads makes of it: it used to
+    # error the whole file (task:exception:UnicodeEncodeError), losing every line of it.
+    lines = jsonl_lines(cc_text[0])
+    doc = json.loads(lines[0])
+    bad = [b'{"id": "s1", "text": "lone \\ud800 in text. ' + doc["text"].encode()[:300].replace(b'"', b"")
+           .replace(b"\\", b"").replace(b"\n", b" ") + b'"}\n',
+           b'{"id": "s2\\udc00", "text": "an id with a lone low surrogate", "extra": {"k\\udfff": "v"}}\n',
+           b'{"id": "pair", "text": "a real pair \\ud83d\\ude00 stays"}\n']
+    path = tmp_path / "surrogates.jsonl"
+    path.write_bytes(b"".join(lines[:3] + bad + lines[3:6]))
+    _, led, out = _run(path, tmp_path, "out")
+    read = led.stages["read"]
+    assert (read.n_in, read.kept, read.n_errored) == (9, 9, 0)
+    got = {r["warc_record_id"]: r for r in rows(out, "_filtered") + rows(out, "rejected")}
+    assert len(got) == 9
+    assert got["s1"]["text"].startswith("lone \ufffd in text. ") and got["s1"]["warnings"] == ["lone_surrogate"]
+    s2 = got["s2\ufffd"]
+    assert json.loads(s2["metadata"]) == {"extra": {"k\ufffd": "v"}} and s2["warnings"] == ["lone_surrogate"]
+    assert got["pair"]["text"] == "a real pair \U0001F600 stays" and not got["pair"]["warnings"]
+
+
 def test_truncated_compressed_jsonl_ends_in_one_errored_item(cc_text, tmp_path):
     lines = jsonl_lines(cc_text[0])
     data = gzip.compress(b"".join(lines))

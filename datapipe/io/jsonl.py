@@ -5,7 +5,9 @@ Every line ends in exactly one place: a document; ``rejected`` ``non_document:bl
 empty line; ``errored`` ``read:invalid_json`` / ``read:not_an_object`` / ``read:missing_text``
 with ``detail`` = ``line N: why`` (1-based line number in the decompressed file); ``errored``
 ``read:record_too_large`` for a line longer than ``max_record_bytes`` (skipped while reading, never
-held); and reading goes on with the next line.
+held); and reading goes on with the next line. A lone surrogate escape (``"\\ud800"``, valid JSON
+but not Unicode text) becomes U+FFFD in the document, which carries the warning ``lone_surrogate``
+(bytes that are not UTF-8: U+FFFD and ``invalid_utf8``).
 
 Compressed files are read member by member (``datapipe.io.members``): a damaged gzip member or
 zstd frame, or bytes between members that start none, is one ``errored`` ``read:corrupt_stream``
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from typing import Iterator
 
 from datapipe.io.members import (MAX_RECORD_BYTES, Damage, Decoded, RawInput, compression_from_name,
@@ -31,6 +34,10 @@ from datapipe.io.textdocs import base_row, resolve_fields, text_item
 
 _COUNT_CHUNK = 1 << 22
 _CHUNK = 1 << 20
+# A \\uD800-\\uDFFF escape: json.loads joins pairs but leaves a lone one in the str, which no
+# UTF-8 writer (Parquet, zstd JSONL) accepts.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lines_before(path: str, storage_options: dict | None, start: int) -> int:
@@ -191,10 +198,32 @@ def _item(line: bytes, fields: dict, path: str, pos: int) -> ReadItem:
         obj = json.loads(text)
     except ValueError as e:
         return ReadItem(base_row(path, pos, len(line)), "errored", "read:invalid_json", str(e))
+    if _SURROGATE_ESCAPE.search(body):
+        obj, lone = _replace_surrogates(obj)
+        if lone:
+            warnings = (warnings or []) + ["lone_surrogate"]
     item = text_item(obj, fields, path, pos, len(line))
     if warnings:
         item.row["warnings"] = warnings
     return item
+
+
+def _replace_surrogates(obj):
+    """``obj`` with every lone surrogate in its strings and keys replaced by U+FFFD; (obj, any replaced)."""
+    if isinstance(obj, str):
+        new, n = _SURROGATE.subn("\ufffd", obj)
+        return new, n > 0
+    if isinstance(obj, list):
+        pairs = [_replace_surrogates(v) for v in obj]
+        return [v for v, _ in pairs], any(f for _, f in pairs)
+    if isinstance(obj, dict):
+        out, hit = {}, False
+        for k, v in obj.items():
+            (k2, fk), (v2, fv) = _replace_surrogates(k), _replace_surrogates(v)
+            out[k2] = v2
+            hit = hit or fk or fv
+        return out, hit
+    return obj, False
 
 
 def byte_ranges(path: str, size: int, split_bytes: int) -> list[tuple[int, int]] | None:
