@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from datapipe.termfmt import ellipsize
+from rich.markup import escape
+
+from datapipe.termfmt import ellipsize, os_error_line
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -200,7 +202,12 @@ def manifest_schema() -> dict:
 def cmd_schema(args) -> int:
     text = json.dumps(manifest_schema(), indent=2) + "\n"
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as e:  # --out in a folder that does not exist, or a folder itself
+            Console(stderr=True).print("[bold red]error:[/] cannot write the schema: " + escape(os_error_line(e)),
+                                       highlight=False, soft_wrap=True)
+            return 2
         Console(stderr=True).print(f"schema: {args.out}", highlight=False)
     else:
         sys.stdout.write(text)

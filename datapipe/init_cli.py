@@ -10,6 +10,9 @@ import json
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+
+from datapipe.termfmt import os_error_line
 
 _HEAD = """\
 # yaml-language-server: $schema=datapipe.schema.json   (beside this file; `datapipe schema` rewrites it)
@@ -126,12 +129,18 @@ def cmd_init(args) -> int:
         err.print(f"[bold red]error:[/] {target} exists (--force overwrites it)", highlight=False)
         return 2
     text = render(args.preset, str(target), args.input, args.output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
     from datapipe.config_cli import manifest_schema
     from datapipe.manifest import load_manifest
 
-    (target.parent / "datapipe.schema.json").write_text(json.dumps(manifest_schema(), indent=2) + "\n", encoding="utf-8")
+    try:  # DIR a file, or under one, or not writable: one line, exit 2
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        (target.parent / "datapipe.schema.json").write_text(json.dumps(manifest_schema(), indent=2) + "\n",
+                                                            encoding="utf-8")
+    except OSError as e:
+        err.print("[bold red]error:[/] cannot write the manifest: " + escape(os_error_line(e)), highlight=False,
+                  soft_wrap=True)
+        return 2
 
     m = load_manifest(target)  # a preset that does not load is a bug here, not the user's
     out.print(f"wrote {target} ({args.preset}: {len(m.stages)} stages); first look: "

@@ -6,9 +6,11 @@ import json
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from datapipe import inspect as I
+from datapipe.termfmt import os_error_line
 
 EPILOG = """examples:
   datapipe inspect runs/sample                                   the funnel
@@ -73,6 +75,10 @@ def cmd_report(args) -> int:
         path = write_report(args.run_dir, out=args.out, log_y=args.log_y)
     except (I.NotARunError, I.InspectError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return 2
+    except OSError as e:  # --out in a folder that does not exist, or not writable
+        err.print("[bold red]error:[/] cannot write the report: " + escape(os_error_line(e)), highlight=False,
+                  soft_wrap=True)
         return 2
     Console().print(f"report: {path}")
     return 0

@@ -18,6 +18,12 @@ _GAP = 2
 MIN_NAME = 10
 
 
+def os_error_line(e: OSError) -> str:
+    """One line for an OSError a user caused (a missing folder, a file where a folder is expected):
+    ``<path>: <why>``, without Python's ``[Errno N]``."""
+    return f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
+
+
 def ellipsize(text: str, width: int) -> str:
     """``text`` cut to ``width`` terminal cells, ending in "…" when cut (width >= 1)."""
     if cell_len(text) <= width:

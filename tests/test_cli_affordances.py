@@ -121,6 +121,21 @@ def test_inspect_where_without_a_kind_is_an_error(tmp_path, capsys):
     assert "--where is an error" in helptext and "one of them is required" in helptext
 
 
+def test_unwritable_outputs_are_one_line_errors(tmp_path, capsys):
+    """``schema --out`` and ``init`` where the path cannot be written: ``error: ...`` and exit 2, not a traceback."""
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    cases = [(["schema", "--out", str(tmp_path / "no" / "s.json")],
+              f"error: cannot write the schema: {tmp_path / 'no' / 's.json'}: No such file or directory"),
+             (["schema", "--out", str(tmp_path)], f"error: cannot write the schema: {tmp_path}: Is a directory"),
+             (["init", str(a_file)], f"error: cannot write the manifest: {a_file}: File exists"),
+             (["init", str(a_file / "sub")], f"error: cannot write the manifest: {a_file / 'sub'}: Not a directory")]
+    for argv, line in cases:
+        assert cli.main(argv) == 2, argv
+        assert " ".join(capsys.readouterr().err.split()) == line
+    assert a_file.read_text() == "x"
+
+
 def _subparsers(parser, path=()):
     """Every (command path, parser) of the CLI, nested subcommands included."""
     import argparse

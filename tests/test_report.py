@@ -90,6 +90,10 @@ def test_report_cli(run_dir, tmp_path, capsys):
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "is not a datapipe run" in capsys.readouterr().err
+    # --out in a folder that does not exist: one line, exit 2 (was a FileNotFoundError traceback)
+    gone = tmp_path / "no" / "r.html"
+    assert cli.main(["report", str(run_dir), "--out", str(gone)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: cannot write the report: {gone}: No such file or directory"
 
 
 def test_report_failure_does_not_fail_the_run(data_dir, tmp_path, monkeypatch, caplog, warm_client):
