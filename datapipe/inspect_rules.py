@@ -39,8 +39,10 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
     cls = stage_class(stage)
     try:
         old_c, new_c = cls.Config(**(old_cfg or {})), cls.Config(**(new_cfg or {}))
-    except Exception as e:  # pydantic ValidationError: show the message, not a trace
-        raise InspectError(f"{stage}: invalid config for what-if: {e}") from e
+    except Exception as e:  # pydantic ValidationError: one line per field, not a trace or a docs link
+        errs = e.errors() if hasattr(e, "errors") else None
+        why = "; ".join(f"{stage}.{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errs) if errs else f"{stage}: {e}"
+        raise InspectError(f"invalid config for what-if: {why}") from e
     fn = _class_decider(cls)
     if fn is not None:
         return (lambda row, c: fn(row, c)), old_c, new_c

@@ -136,6 +136,17 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path, capsys):
     assert a_file.read_text() == "x"
 
 
+def test_what_if_bad_value_is_one_line():
+    """A what-if value of the wrong type names STAGE.FIELD, without pydantic's multi-line text and docs link."""
+    from datapipe.inspect import InspectError
+    from datapipe.inspect_rules import decider_for
+
+    with pytest.raises(InspectError) as e:
+        decider_for("gopher_quality", {}, {"min_words": "abc"})
+    assert str(e.value) == ("invalid config for what-if: gopher_quality.min_words: Input should be a valid integer, "
+                            "unable to parse string as an integer")
+
+
 def _subparsers(parser, path=()):
     """Every (command path, parser) of the CLI, nested subcommands included."""
     import argparse
