@@ -260,6 +260,10 @@ def _line_map(text: str) -> dict[tuple, int]:
     return lines
 
 
+#: The line of a key path set by an override (``--workers``, ``--input``...), not read from the file.
+_OVERRIDDEN = -1
+
+
 def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
     path: tuple = ()
     for p in loc:  # YAML keys are strings; an int-keyed mapping (gopher n-gram sizes) reports ints
@@ -268,6 +272,8 @@ def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
         path = path[:-1]
     line = lines.get(path)
     field = _field(loc)
+    if line == _OVERRIDDEN:
+        return f"{source}: {field} (given on the command line)"
     return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
 
 
@@ -298,6 +304,10 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
     data = _expand_env(data)
     for key, value in (overrides or {}).items():
         _set(data, key, value)
+        where = tuple(key.split("."))  # an error in it (or under it) is not on the file's lines
+        for k in [k for k in lines if k[:len(where)] == where]:
+            del lines[k]
+        lines[where] = _OVERRIDDEN
     data["source_file"] = source
     return data, lines, source
 

@@ -98,7 +98,7 @@ def cmd_run(args) -> int:
         overrides["output"] = args.output
     if args.scheduler:
         overrides["cluster.address"] = args.scheduler
-    if args.workers:
+    if args.workers is not None:  # --workers 0 is an error, not the manifest's value
         overrides["cluster.workers"] = args.workers
     if args.dashboard:
         overrides["cluster.dashboard_address"] = args.dashboard

@@ -69,6 +69,32 @@ def test_overrides_apply(tmp_path):
     assert m.inputs.paths == ["x"] and m.inputs.crawl is None and m.output == "o"
 
 
+def test_a_bad_override_is_named_as_given_on_the_command_line(tmp_path, capsys):
+    """--workers -3 was reported at the manifest's `cluster:` line; --workers 0 was silently the manifest's value."""
+    from datapipe import cli
+
+    p = write(tmp_path, """\
+        inputs:
+          paths:
+            - a.warc.gz
+        output: out
+        cluster: {workers: 1}
+        stages:
+          - extract: {}
+        """)
+    for argv, field in ((["--workers", "0"], "cluster.workers"), (["--workers", "-3"], "cluster.workers"),
+                        (["--limit", "0"], "inputs.limit")):
+        assert cli.main(["run", str(p), *argv, "--dry-run"]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert err == f"error: {p}: {field} (given on the command line): Input should be greater than or equal to 1"
+    with pytest.raises(ManifestError) as e:  # an item of an overridden list is not the file's list item
+        load_manifest(p, {"inputs.paths": [3]})
+    assert str(e.value) == f"{p}: inputs.paths[0] (given on the command line): Input should be a valid string"
+    with pytest.raises(ManifestError) as e:  # the file's own lines still name theirs
+        load_manifest(p, {"output": "o", "cluster.workers": "x"})
+    assert "(given on the command line)" in str(e.value) and f"{p}:5:" not in str(e.value)
+
+
 @pytest.mark.parametrize("text, line, field", [
     # A setting given twice in one mapping: YAML keeps the last silently (0.99, not the 0.5 read first).
     ("""\
