@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 
 from datapipe.io.readers import TEXT_FORMATS, detect_format
 from datapipe.stage import registry
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 4  # 3: phase-1 kept rows in _filtered/, shards ordered by (warc_offset, id); 4: extract's second round of rules (issue 20): outputs of 3 are not reused. A stage's own code changes bump its ``Stage.version`` instead.
 
@@ -100,7 +103,9 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     A file in ``k > 1`` parts gets task ids ``<task_id_for(path)>-p00000`` ... (deterministic for
     the same ``split_bytes``). With ``identities`` (input -> ``input_identity``), each spec gets
     prefix fingerprints and ``fingerprint`` = the last one (lineage); otherwise ``fingerprint``
-    is used as given. Raises ValueError for an unknown preset/field key or duplicate ids.
+    is used as given. An input that cannot be sized (a URL answering 404 or 500, a file gone since
+    it was listed) is one task, which then errors the file with the reason. Raises ValueError for
+    an unknown preset/field key or duplicate ids.
     """
     from datapipe.io.jsonl import byte_ranges
     from datapipe.io.parquet_input import row_group_ranges
@@ -116,14 +121,19 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
         f = detect_format(p) if fmt == "auto" else fmt
         mapping = resolve_fields(preset, fields, f) if f in TEXT_FORMATS else None
         parts = None
-        if f == "jsonl" and split_bytes:
-            fs, lp = url_to_fs(p, **so)
-            parts = byte_ranges(p, fs.size(lp), split_bytes)
-        elif f == "parquet" and split_bytes:
-            parts = row_group_ranges(p, so, split_bytes)
-        elif f in ("warc", "wet") and split_bytes:  # gzip per record: cut at member starts
-            fs, lp = url_to_fs(p, **so)
-            parts = warc_byte_ranges(p, fs.size(lp), split_bytes)
+        try:
+            if f == "jsonl" and split_bytes:
+                fs, lp = url_to_fs(p, **so)
+                parts = byte_ranges(p, fs.size(lp), split_bytes)
+            elif f == "parquet" and split_bytes:
+                parts = row_group_ranges(p, so, split_bytes)
+            elif f in ("warc", "wet") and split_bytes:  # gzip per record: cut at member starts
+                fs, lp = url_to_fs(p, **so)
+                parts = warc_byte_ranges(p, fs.size(lp), split_bytes)
+        except Exception as e:  # noqa: BLE001 - a URL answering 404/500, a file gone since listing:
+            # one task, which errors the file with the reason; the other inputs run.
+            log.warning("input %s: cannot be sized for splitting (%s: %s); read as one task", p, type(e).__name__, e)
+            parts = None
         base = task_id_for(p)
         for k, part in enumerate(parts or [None]):
             tid = base if part is None else f"{base}-p{k:05d}"

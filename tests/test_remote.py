@@ -118,6 +118,24 @@ def test_not_found_is_not_retried(small_inputs):
         assert time.time() - t0 < 2  # no backoff sleeps on a final error
 
 
+def test_missing_url_errors_its_file_and_the_others_run(small_inputs, local_ref, warm_client):
+    """A URL answering 404 stopped the whole run with a traceback (planning sized it for splitting);
+    now it is one task that errors the file with the reason, and the other inputs run."""
+    ref, ref_out = local_ref
+    name = SMALL[-1]
+    with http_server(small_inputs) as srv:
+        gone = f"{srv.url}/missing.warc.gz"
+        out = small_inputs.parent / "missing_out"
+        res = run_local([f"{srv.url}/{name}", gone], out, warm_client)
+    assert [(f["input"], f["reason"]) for f in res.failed] == [(gone, "task:exception:Exception")]
+    assert "FileNotFoundError" in res.failed[0]["detail"]
+    ref_task = next(t for t in ref.tasks if t["input"].endswith(name))
+    got_task = next(t for t in res.tasks if t["input"].endswith(name))
+    assert stage_counts(got_task["ledger"]) == stage_counts(ref_task["ledger"])
+    read = res.ledger.stages["read"]
+    assert read.n_in == ref_task["ledger"]["stages"]["read"]["in"] + 1 and read.errored.get("task:exception:Exception") == 1
+
+
 def test_crawl_id_resolved_through_warc_paths(small_inputs, local_ref, tmp_path, warm_client):
     crawl = "CC-MAIN-2099-01"
     root = tmp_path / "cc"
