@@ -56,6 +56,28 @@ def test_parts_tile_the_file_and_read_like_the_whole(warc):
         assert sync(fh, 0, size) == 0 and sync(fh, size - 1, size) == size
 
 
+def test_damage_detail_names_file_bytes_in_any_part(tmp_path, warc):
+    """A damaged member read by a later part said ``bytes 421-4724`` (its window's coordinates),
+    not the file's ``bytes 148743-153046``: errors/ depended on the split and pointed elsewhere."""
+    members = _members(warc, 12)
+    bad = bytearray(members[9])
+    bad[len(bad) // 2:len(bad) // 2 + 40] = b"\x00" * 40  # a member that does not inflate
+    start = sum(len(m) for m in members[:9])
+    p = tmp_path / "damaged.warc.gz"
+    p.write_bytes(b"".join(members[:9]) + bytes(bad) + b"".join(members[10:]))
+    want = f"bytes {start}-{start + len(bad)}:"  # computed from the members themselves
+    whole = _rows(p)
+    errs = [r for st, _, r in whole if st == "errored"]
+    assert [r["warc_offset"] for r in errs] == [start]
+    for split in (len(members[0]) + 1, p.stat().st_size // 3):
+        parts = warc_byte_ranges(str(p), p.stat().st_size, split)
+        assert parts and len(parts) > 1
+        got = [r for a, b in parts for r in _rows(p, (a, b))]
+        assert got == whole, f"split {split}"
+        details = [it.detail for a, b in parts for it in read_input(str(p), part=(a, b)) if it.status == "errored"]
+        assert len(details) == 1 and details[0].startswith(want), (split, details)
+
+
 def test_one_member_file_is_read_by_its_first_part(tmp_path, warc):
     raw = gzip.decompress(warc.read_bytes())
     p = tmp_path / "one.warc.gz"

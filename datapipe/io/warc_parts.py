@@ -11,11 +11,13 @@ whose members hold many records (one gzip stream for the whole file) has one mem
 its first part reads it all and the others are empty.
 
 Inside a window the ordinary reader (``datapipe.io.warc.iter_records``: FastWARC, with the
-tolerant parser behind it) runs on a view of those bytes; offsets are shifted back to the file's.
+tolerant parser behind it) runs on a view of those bytes; offsets are shifted back to the file's,
+the record's and those its ``detail`` names (``bytes A-B``, ``byte N``) alike.
 """
 from __future__ import annotations
 
 import io
+import re
 import zlib
 from typing import BinaryIO, Iterator
 
@@ -23,6 +25,8 @@ from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.io.warc import WarcRecord, iter_records
 
 _GZIP_MAGIC = b"\x1f\x8b\x08"
+#: A byte position (or range) in a reader's detail: ``bytes 12-40``, ``bytes 12-?``, ``byte 7``.
+_POSITION = re.compile(r"\b(bytes? )(\d+)(-(\d+))?")
 _SCAN = 1 << 20  # bytes read at a time while looking for a member start
 
 
@@ -129,4 +133,14 @@ def part_records(open_stream, size: int, part: tuple[int, int], max_record_bytes
 
     for rec in iter_records(_Opened, max_record_bytes=max_record_bytes, compression=compression):
         rec.offset += start
+        if rec.detail and start:
+            rec.detail = _shift_positions(rec.detail, start)
         yield rec
+
+
+def _shift_positions(detail: str, by: int) -> str:
+    """``detail`` with each window position it names moved by ``by`` bytes (into the file's coordinates)."""
+    def move(m: re.Match) -> str:
+        end = f"-{int(m.group(4)) + by}" if m.group(4) else ""
+        return f"{m.group(1)}{int(m.group(2)) + by}{end}"
+    return _POSITION.sub(move, detail)
