@@ -140,9 +140,12 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
             prefix = None
             fp = fingerprint
             if identities is not None:
-                prefix = prefix_fingerprints({"input": identities.get(p, {"path": p}), "format": f,
-                                              "fields": mapping, "part": part, "batch_size": batch_size,
-                                              "options": ro}, stages)
+                read = {"input": identities.get(p, {"path": p}), "format": f, "fields": mapping, "part": part,
+                        "batch_size": batch_size, "options": ro}
+                if part is not None and f in ("warc", "wet"):
+                    # Parts read before damage details named file bytes (not the window's) reread.
+                    read["details"] = "file_bytes"
+                prefix = prefix_fingerprints(read, stages)
                 fp = prefix[-1]
             specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro))
     ids = [s.task_id for s in specs]
