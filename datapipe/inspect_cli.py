@@ -45,8 +45,8 @@ def add_cli(sub) -> None:
                    help="DuckDB SQL filter over the documents of --kept, --rejected or --errors (one of them is "
                         "required: alone, --where is an error), e.g. \"quality_score < 0.3\"; default: every row")
     p.add_argument("--columns", metavar="A,B", help="columns to show (with --kept, --rejected or --errors)")
-    p.add_argument("--limit", type=int, default=20, help="rows to show with --where (the count is always exact)")
-    p.add_argument("--sample", type=int, default=5, metavar="N", help="documents to draw with --reason")
+    p.add_argument("--limit", type=_count, default=20, help="rows to show with --where (the count is always exact)")
+    p.add_argument("--sample", type=_count, default=5, metavar="N", help="documents to draw with --reason")
     p.add_argument("--seed", type=int, default=0, help="random seed for --reason (same seed, same documents)")
     p.add_argument("--text", action="store_true", help="include text (with --kept, --rejected or --errors)")
     p.add_argument("--raw", action="store_true", help="with --doc: print the original HTML from the WARC file")
@@ -65,6 +65,17 @@ def add_cli(sub) -> None:
                    help="histograms' y axis: log when kept and rejected counts differ 20x (auto, the default), "
                         "always (a threshold's tail stays visible) or never")
     r.set_defaults(func=cmd_report)
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 0 (a negative --limit reached DuckDB as a bad --where)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count {text!r}: a whole number >= 0") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"invalid count {n}: a whole number >= 0")
+    return n
 
 
 def cmd_report(args) -> int:

@@ -136,6 +136,15 @@ def test_unwritable_outputs_are_one_line_errors(tmp_path, capsys):
     assert a_file.read_text() == "x"
 
 
+def test_inspect_negative_counts_are_usage_errors(tmp_path, capsys):
+    """``--sample -2`` was a numpy traceback, ``--limit -5`` a 'bad --where expression' from DuckDB."""
+    for flag in ("--sample", "--limit"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["inspect", str(tmp_path), "--kept", flag, "-2"])
+        assert e.value.code == 2
+        assert capsys.readouterr().err.strip().endswith(f"error: argument {flag}: invalid count -2: a whole number >= 0")
+
+
 def test_what_if_bad_value_is_one_line():
     """A what-if value of the wrong type names STAGE.FIELD, without pydantic's multi-line text and docs link."""
     from datapipe.inspect import InspectError
