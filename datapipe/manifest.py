@@ -106,6 +106,24 @@ class Cluster(_Strict):
     dashboard_address: str = "127.0.0.1:8787"
     retries: int = Field(2, ge=0)
 
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v):
+        """A scheduler address Dask can parse (``tcp://HOST:PORT``; the port is required): a bad one
+        was a traceback from ``Client`` after the output folder was made."""
+        if v is None:
+            return v
+        from distributed.comm.addressing import parse_address, parse_host_port
+
+        try:
+            scheme, loc = parse_address(v)
+            _, port = parse_host_port(loc) if scheme in ("tcp", "tls") else (loc, 1)
+        except ValueError as e:
+            raise ValueError(f"address {v!r} is not a Dask scheduler address (tcp://HOST:PORT): {e}") from None
+        if not 0 < int(port) < 65536:
+            raise ValueError(f"address {v!r} is not a Dask scheduler address (tcp://HOST:PORT)")
+        return v
+
     @field_validator("memory_limit")
     @classmethod
     def _memory_limit(cls, v):

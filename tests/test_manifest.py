@@ -95,6 +95,32 @@ def test_a_bad_override_is_named_as_given_on_the_command_line(tmp_path, capsys):
     assert "(given on the command line)" in str(e.value) and f"{p}:5:" not in str(e.value)
 
 
+def test_scheduler_address_is_checked_before_any_work(tmp_path, capsys):
+    """``--scheduler notaurl`` was a ValueError traceback from distributed.Client, after the output
+    folder had been made; now a manifest error naming the field, and no folder."""
+    from datapipe import cli
+
+    out = tmp_path / "out"
+    p = write(tmp_path, f"""\
+        inputs: {{paths: [{tmp_path}]}}
+        output: {out}
+        cluster: {{address: "tcp://sched"}}
+        stages:
+          - extract: {{}}
+        """)
+    with pytest.raises(ManifestError) as e:
+        load_manifest(p)
+    assert str(e.value).startswith(f"{p}:3: cluster.address: Value error, address 'tcp://sched' is not a Dask "
+                                   "scheduler address (tcp://HOST:PORT)")
+    for bad in ("notaurl", "tcp://h:99999"):
+        assert cli.main(["run", str(p), "--scheduler", bad]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert err.startswith(f"error: {p}: cluster.address (given on the command line): Value error, address {bad!r}")
+    assert not out.exists()
+    for good in ("tcp://10.0.0.5:8786", "10.0.0.5:8786", "tls://h:8786", "inproc://x"):
+        assert load_manifest(p, {"cluster.address": good}).cluster.address == good
+
+
 @pytest.mark.parametrize("text, line, field", [
     # A setting given twice in one mapping: YAML keeps the last silently (0.99, not the 0.5 read first).
     ("""\
