@@ -76,7 +76,8 @@ def spec_bytes(specs, storage_options: dict | None) -> dict[str, int]:
 
 
 class ClusterError(RuntimeError):
-    """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached."""
+    """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached, or the
+    local cluster cannot start (its dashboard address does not resolve or cannot be bound)."""
 
 
 #: Stage configs whose assets this process has checked (``check_before_work``).
@@ -225,7 +226,10 @@ def dask_client(manifest: Manifest, quiet: bool = False):
                     "(task names, file paths, counters) without a password; the default is 127.0.0.1 "
                     "(reach it through an SSH tunnel)", c.dashboard_address)
     # memory_limit auto: a share of the machine per worker (Cluster.worker_memory_limit), not Dask's auto
-    cluster = local_cluster(n, c.threads_per_worker, c.worker_memory_limit(n), c.dashboard_address, c.retries)
+    try:
+        cluster = local_cluster(n, c.threads_per_worker, c.worker_memory_limit(n), c.dashboard_address, c.retries)
+    except (OSError, RuntimeError) as e:  # "Cluster failed to start": a dashboard host not resolving
+        raise ClusterError(f"cannot start the local Dask cluster (dashboard {c.dashboard_address}): {e}") from e
     client = Client(cluster)
     try:
         yield client

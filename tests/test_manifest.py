@@ -121,6 +121,33 @@ def test_scheduler_address_is_checked_before_any_work(tmp_path, capsys):
         assert load_manifest(p, {"cluster.address": good}).cluster.address == good
 
 
+def test_dashboard_address_is_checked(tmp_path):
+    """--dashboard nonsense (or a host that does not resolve) was a socket traceback at cluster start."""
+    import time
+
+    from datapipe import runner
+
+    p = write(tmp_path, """\
+        inputs: {paths: [a.warc.gz]}
+        output: out
+        stages:
+          - extract: {}
+        """)
+    for bad in ("nonsense", ":99999", "host:port"):
+        with pytest.raises(ManifestError) as e:
+            load_manifest(p, {"cluster.dashboard_address": bad})
+        assert f"cluster.dashboard_address (given on the command line): Value error, dashboard_address {bad!r} is " \
+               "not HOST:PORT" in str(e.value)
+    for good in ("127.0.0.1:8787", ":0", "0.0.0.0:8787"):
+        assert load_manifest(p, {"cluster.dashboard_address": good}).cluster.dashboard_address == good
+    m = load_manifest(p, {"cluster.dashboard_address": "nohost.invalid:0", "cluster.workers": 1})
+    t0 = time.time()
+    with pytest.raises(runner.ClusterError, match=r"cannot start the local Dask cluster \(dashboard nohost.invalid:0\)"):
+        with runner.dask_client(m):
+            pass
+    assert time.time() - t0 < 30
+
+
 @pytest.mark.parametrize("text, line, field", [
     # A setting given twice in one mapping: YAML keeps the last silently (0.99, not the 0.5 read first).
     ("""\
