@@ -116,8 +116,7 @@ def cmd_inspect(args) -> int:
         elif args.doc:
             res = I.document(run, args.doc)
             if args.raw:
-                loc = res["raw_location"]
-                res["raw"] = I.raw_html(loc["file"], loc["offset"])
+                res["raw"], res["raw_error"] = _raw(res)
             show = _show_doc
         elif args.what_if:
             from datapipe.inspect_rules import what_if
@@ -240,6 +239,20 @@ def _show_doc(out: Console, d: dict) -> None:
     if d.get("raw"):
         out.rule(f"original HTML ({d['raw']['warc_record_id']})", align="left")
         out.print(d["raw"]["html"], markup=False, highlight=False)
+    elif d.get("raw_error"):
+        out.print(f"original HTML: {d['raw_error']}", markup=False, highlight=False)
+
+
+def _raw(res: dict) -> tuple[dict | None, str | None]:
+    """``(raw_html result, None)``, or ``(None, why not)``: a text input (JSONL, Parquet) has no HTML,
+    and an input moved or deleted since the run cannot be read (was a FileNotFoundError traceback)."""
+    loc = res["raw_location"]
+    if res["provenance"].get("record_type") == "text":
+        return None, f"none: {loc['file']} is a text input (the text above is the document as read)"
+    try:
+        return I.raw_html(loc["file"], loc["offset"]), None
+    except OSError as e:
+        return None, "cannot read the input: " + os_error_line(e)
 
 
 def _show_what_if(out: Console, w: dict) -> None:

@@ -258,3 +258,25 @@ def test_doc_lists_every_row_of_a_repeated_id(run_dir, tmp_path, capsys):
     assert "This id occurs 2 times" in out and "dedup:exact" in out and "/elsewhere/copy.warc.gz" in out
     # An id found once has one occurrence and no table.
     assert len(I.document(I.Run.open(str(run_dir)), kept["id"])["occurrences"]) == 1
+
+
+def test_raw_of_a_moved_input_or_a_text_input_is_a_line_not_a_traceback(run_dir, tmp_path, capsys):
+    """``--doc ID --raw`` on a run whose WARC was moved since was a FileNotFoundError traceback; on a
+    JSONL document it parsed the JSONL as WARC and printed an empty 'original HTML (None)'."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    shard = next((copy / "documents").glob("*.parquet"))
+    t = pq.read_table(shard)
+    gone = str(tmp_path / "moved.warc.gz")
+    t = t.set_column(t.schema.get_field_index("source"), "source", pa.array([gone] * t.num_rows))
+    pq.write_table(t, shard)
+    doc = t.column("id")[0].as_py()
+    assert cli.main(["inspect", str(copy), "--doc", doc, "--raw"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"original HTML: cannot read the input: {gone}: No such file or directory" in out
+    from datapipe.inspect_cli import _raw
+
+    text_doc = {"raw_location": {"file": "/d/x.jsonl", "offset": 0}, "provenance": {"record_type": "text"}}
+    assert _raw(text_doc) == (None, "none: /d/x.jsonl is a text input (the text above is the document as read)")
