@@ -10,10 +10,9 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-
-from rich.markup import escape
 
 from datapipe.termfmt import ellipsize, os_error_line
 

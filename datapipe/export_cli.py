@@ -21,11 +21,9 @@ def add_cli(sub) -> None:
 
 def cmd_export(args) -> int:
     from rich.console import Console
-
-    from datapipe.loader_export import export_tokens
-
     from rich.markup import escape
 
+    from datapipe.loader_export import export_tokens
     from datapipe.termfmt import os_error_line
 
     err = Console(stderr=True)

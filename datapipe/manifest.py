@@ -128,7 +128,7 @@ class Cluster(_Strict):
     @classmethod
     def _dashboard_address(cls, v):
         """``HOST:PORT`` or ``:PORT`` (port 0: any free one): 'nonsense' was a socket traceback at start."""
-        host, sep, port = v.strip().rpartition(":")
+        _, sep, port = v.strip().rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ValueError(f"dashboard_address {v!r} is not HOST:PORT (e.g. 127.0.0.1:8787; port 0: any free one)")
         return v.strip()

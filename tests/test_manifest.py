@@ -142,9 +142,9 @@ def test_dashboard_address_is_checked(tmp_path):
         assert load_manifest(p, {"cluster.dashboard_address": good}).cluster.dashboard_address == good
     m = load_manifest(p, {"cluster.dashboard_address": "nohost.invalid:0", "cluster.workers": 1})
     t0 = time.time()
-    with pytest.raises(runner.ClusterError, match=r"cannot start the local Dask cluster \(dashboard nohost.invalid:0\)"):
-        with runner.dask_client(m):
-            pass
+    msg = r"cannot start the local Dask cluster \(dashboard nohost.invalid:0\)"
+    with pytest.raises(runner.ClusterError, match=msg), runner.dask_client(m):
+        pass
     assert time.time() - t0 < 30
 
 

@@ -121,7 +121,7 @@ def test_not_found_is_not_retried(small_inputs):
 def test_missing_url_errors_its_file_and_the_others_run(small_inputs, local_ref, warm_client):
     """A URL answering 404 stopped the whole run with a traceback (planning sized it for splitting);
     now it is one task that errors the file with the reason, and the other inputs run."""
-    ref, ref_out = local_ref
+    ref = local_ref[0]
     name = SMALL[-1]
     with http_server(small_inputs) as srv:
         gone = f"{srv.url}/missing.warc.gz"
