@@ -340,11 +340,12 @@ def near_dup_cluster(run: Run, doc_id: str, duplicate_of: str | None) -> dict | 
 
 
 def raw_record(source: str, offset: int, storage_options: dict | None = None):
-    """The WARC record at byte ``offset`` of ``source`` (a ``datapipe.io.warc_record.WarcRecord``).
+    """The WARC (or ARC) record at byte ``offset`` of ``source`` (a ``datapipe.io.warc_record.WarcRecord``).
 
     For gzip files (one member per record, as Common Crawl writes them) one member is read from the
     offset; for plain WARC the record is parsed from the offset on.
     """
+    from datapipe.io.readers import detect_format
     from datapipe.io.warc import finish_record, iter_records_tolerant
 
     fs, path = fs_and_path(source, storage_options)
@@ -363,7 +364,12 @@ def raw_record(source: str, offset: int, storage_options: dict | None = None):
             stream = io.BytesIO(bytes(member))  # the member holds one plain WARC record
         else:
             stream = io.BytesIO(fh.read())
-    rec = next(iter_records_tolerant(stream), None)
+    if detect_format(source) == "arc":
+        from datapipe.io.arc import parse_records
+
+        rec = next(parse_records(stream, lambda p: offset + p), None)
+    else:
+        rec = next(iter_records_tolerant(stream), None)
     if rec is None:
         raise InspectError(f"no WARC record at {source}:{offset}")
     return finish_record(rec)

@@ -55,7 +55,7 @@ class Inputs(_Strict):
     crawl: str | None = None
     crawl_files: int = Field(1, ge=1)
     base_url: str = "https://data.commoncrawl.org/"
-    format: Literal["auto", "warc", "wet", "jsonl", "parquet"] = "auto"
+    format: Literal["auto", "warc", "wet", "arc", "jsonl", "parquet"] = "auto"
     preset: str = "auto"
     fields: dict[str, str | list[str] | None] = {}
     split_bytes: int = Field(256 * 2**20, ge=0)

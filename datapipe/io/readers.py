@@ -118,6 +118,18 @@ def read_warc(path: str, storage_options: dict | None = None, fields: dict | Non
         yield warc_items(rec, path)
 
 
+def read_arc(path: str, storage_options: dict | None = None, fields: dict | None = None,
+             part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
+    """Every record of an ARC file (plain or gzip) as a ReadItem: see ``datapipe.io.arc``.
+    ``fields`` is ignored; ``part`` must be None (ARC files are read whole)."""
+    from datapipe.io.arc import iter_arc_records
+
+    if part is not None:
+        raise ValueError(f"{path}: ARC files are not split into parts")
+    for rec in iter_arc_records(lambda: open_input(path, storage_options), max_record_bytes):
+        yield warc_items(rec, path)
+
+
 def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | None = None,
                part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """JSONL documents: see ``datapipe.io.jsonl.read_jsonl`` (imported here lazily: it imports this module)."""
@@ -137,7 +149,7 @@ def read_parquet_docs(path: str, storage_options: dict | None = None, fields: di
 #: -> Iterator[ReadItem]. ``fields``: resolved field mapping (text formats); ``part``: (start, stop)
 #: byte range or row groups; ``max_record_bytes``: cap on one record's decompressed size.
 READERS: dict[str, Callable[..., Iterator[ReadItem]]] = {
-    "warc": read_warc, "wet": read_warc, "jsonl": read_jsonl, "parquet": read_parquet_docs}
+    "warc": read_warc, "wet": read_warc, "arc": read_arc, "jsonl": read_jsonl, "parquet": read_parquet_docs}
 #: Formats whose records are already text (``record_type="text"``) and take a field mapping.
 TEXT_FORMATS = ("jsonl", "parquet")
 
@@ -145,15 +157,15 @@ TEXT_FORMATS = ("jsonl", "parquet")
 def detect_format(path: str) -> str:
     """Format from the file name, compression suffix (``.gz``, ``.zst``, ``.zstd``) removed.
 
-    ``.warc``, ``.wet``, ``.wat``, ``.arc`` -> ``warc``; ``.jsonl``, ``.json`` (Dolma names JSONL
-    ``*.json.gz``), ``.ndjson`` -> ``jsonl``; ``.parquet`` -> ``parquet``; anything else -> ``warc``.
+    ``.warc``, ``.wet``, ``.wat`` -> ``warc``; ``.arc`` -> ``arc``; ``.jsonl``, ``.json`` (Dolma names
+    JSONL ``*.json.gz``), ``.ndjson`` -> ``jsonl``; ``.parquet`` -> ``parquet``; anything else -> ``warc``.
     """
     name = path.lower().rsplit("/", 1)[-1]
     for suffix in (".gz", ".zst", ".zstd"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     ext = name.rsplit(".", 1)[-1] if "." in name else ""
-    if ext in ("warc", "wet", "wat", "arc"):
+    if ext in ("warc", "wet", "wat"):
         return "warc"
     if ext in ("jsonl", "json", "ndjson"):
         return "jsonl"
