@@ -109,7 +109,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     """
     from datapipe.io.jsonl import byte_ranges
     from datapipe.io.parquet_input import row_group_ranges
-    from datapipe.io.warc_parts import warc_byte_ranges
+    from datapipe.io.warc_parts import VERSION as PART_READER_VERSION, warc_byte_ranges
     from fsspec.core import url_to_fs
 
     from datapipe.io.textdocs import resolve_fields
@@ -143,8 +143,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
                 read = {"input": identities.get(p, {"path": p}), "format": f, "fields": mapping, "part": part,
                         "batch_size": batch_size, "options": ro}
                 if part is not None and f in ("warc", "wet"):
-                    # Parts read before damage details named file bytes (not the window's) reread.
-                    read["details"] = "file_bytes"
+                    read["part_reader"] = PART_READER_VERSION  # a change in what the part reader yields rereads parts
                 prefix = prefix_fingerprints(read, stages)
                 fp = prefix[-1]
             specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro))

@@ -105,3 +105,21 @@ def test_shards_do_not_depend_on_the_split(tmp_path, warc):
     assert a.keys() == b.keys() and a["kept"].num_rows > 0 and a["rejected"].num_rows > 0
     for k in a:
         assert a[k].equals(b[k]), k
+
+
+def test_part_reader_version_is_in_the_parts_lineage(warc, monkeypatch):
+    """A change in what the byte-range reader yields (``warc_parts.VERSION``) changes the split
+    parts' fingerprints, so parts stored by older code are read again; a whole file's stays."""
+    from datapipe.io import warc_parts
+
+    def fps(split):
+        specs = plan_specs([str(warc)], "/tmp/out", [{"extract": {}}], "x", split_bytes=split,
+                           identities={str(warc): {"path": str(warc), "size": 1}})
+        return [s.fingerprint for s in specs]
+
+    parts, whole = fps(warc.stat().st_size // 3), fps(0)
+    assert len(parts) > 1 and len(whole) == 1
+    monkeypatch.setattr(warc_parts, "VERSION", warc_parts.VERSION + 1)
+    new_parts, new_whole = fps(warc.stat().st_size // 3), fps(0)
+    assert not set(new_parts) & set(parts)
+    assert new_whole == whole
