@@ -147,13 +147,18 @@ def langid_bound(model, texts: list[str]) -> None:
 
 # ---------------------------------------------------------------- whole phase 1
 
-def phase1_once(path: str, chain: list[dict]) -> dict:
+def phase1_once(path: str, chain: list[dict], read_output=None) -> dict:
+    """``run_file_task`` of ``chain`` on ``path`` into a scratch folder; ``read_output(folder)``, if
+    given, is called before the folder is removed. Returns the task record."""
     from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
 
     out = tempfile.mkdtemp(dir=WORK)
     try:
         spec = TaskSpec(task_id_for(path), path, out, chain, chain_fingerprint(chain), batch_size=BATCH)
-        return run_file_task(spec)
+        rec = run_file_task(spec)
+        if read_output is not None:
+            read_output(Path(out))
+        return rec
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -312,17 +317,16 @@ def model_inputs(path: str, chain: list[dict], chain_stages: list) -> dict:
     import pyarrow.parquet as pq
 
     from datapipe.classifiers.model import preprocess
-    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
 
-    out = tempfile.mkdtemp(dir=WORK)
-    try:
-        run_file_task(TaskSpec(task_id_for(path), path, out, chain, chain_fingerprint(chain), batch_size=BATCH))
-        cols = ["text", "lang"]
-        kept = pa.concat_tables([pq.read_table(f, columns=cols) for f in Path(out).glob("_filtered/*.parquet")])
-        rej = pa.concat_tables([pq.read_table(f, columns=cols + ["reject_stage"])
-                                for f in Path(out).glob("rejected/*.parquet")])
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    cols, shards = ["text", "lang"], {}
+
+    def read(out: Path) -> None:
+        shards["kept"] = pa.concat_tables([pq.read_table(f, columns=cols) for f in out.glob("_filtered/*.parquet")])
+        shards["rej"] = pa.concat_tables([pq.read_table(f, columns=cols + ["reject_stage"])
+                                          for f in out.glob("rejected/*.parquet")])
+
+    phase1_once(path, chain, read)
+    kept, rej = shards["kept"], shards["rej"]
     order = [st.name for st in chain_stages]
     rej_at = [order.index(x) if x in order else -1 for x in rej.column("reject_stage").to_pylist()]
     rows = list(zip(kept.column("text").to_pylist(), kept.column("lang").to_pylist(), [len(order)] * kept.num_rows))
@@ -391,9 +395,8 @@ def part_ratio(reps: int, inputs: list[str]) -> dict:
     built = build_chain(chain)
     extract = next(st for st in built if st.name == "extract")
     for path in inputs:
-        phase1_once(path, chain)  # warm: models, word lists, sandbox child
+        inp = model_inputs(path, chain, built)  # its run of the chain is the warm-up: models, lists, sandbox child
         bound_once(path)
-        inp = model_inputs(path, chain, built)
         models_once(inp)
         # Extraction alone on the same pages, the bound's (resiliparse from bytes) and the stage's
         # in this process (its rules, no sandbox child), to see what the extraction rules cost.
