@@ -10,11 +10,10 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from datapipe.termfmt import ellipsize, os_error_line
+from datapipe.termfmt import cannot_write, ellipsize
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -204,9 +203,7 @@ def cmd_schema(args) -> int:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as e:  # --out in a folder that does not exist, or a folder itself
-            Console(stderr=True).print("[bold red]error:[/] cannot write the schema: " + escape(os_error_line(e)),
-                                       highlight=False, soft_wrap=True)
-            return 2
+            return cannot_write(Console(stderr=True), "the schema", e)
         Console(stderr=True).print(f"schema: {args.out}", highlight=False)
     else:
         sys.stdout.write(text)

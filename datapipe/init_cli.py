@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
-from datapipe.termfmt import os_error_line
+from datapipe.termfmt import cannot_write
 
 _HEAD = """\
 # yaml-language-server: $schema=datapipe.schema.json   (beside this file; `datapipe schema` rewrites it)
@@ -138,9 +137,7 @@ def cmd_init(args) -> int:
         (target.parent / "datapipe.schema.json").write_text(json.dumps(manifest_schema(), indent=2) + "\n",
                                                             encoding="utf-8")
     except OSError as e:
-        err.print("[bold red]error:[/] cannot write the manifest: " + escape(os_error_line(e)), highlight=False,
-                  soft_wrap=True)
-        return 2
+        return cannot_write(err, "the manifest", e)
 
     m = load_manifest(target)  # a preset that does not load is a bug here, not the user's
     out.print(f"wrote {target} ({args.preset}: {len(m.stages)} stages); first look: "

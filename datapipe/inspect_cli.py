@@ -6,11 +6,10 @@ import json
 import sys
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from datapipe import inspect as I
-from datapipe.termfmt import os_error_line
+from datapipe.termfmt import cannot_write, os_error_line
 
 EPILOG = """examples:
   datapipe inspect runs/sample                                   the funnel
@@ -88,9 +87,7 @@ def cmd_report(args) -> int:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
     except OSError as e:  # --out in a folder that does not exist, or not writable
-        err.print("[bold red]error:[/] cannot write the report: " + escape(os_error_line(e)), highlight=False,
-                  soft_wrap=True)
-        return 2
+        return cannot_write(err, "the report", e)
     Console().print(f"report: {path}")
     return 0
 

@@ -24,6 +24,16 @@ def os_error_line(e: OSError) -> str:
     return f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e)
 
 
+def cannot_write(err: Console, what: str, e: OSError) -> int:
+    """Print ``error: cannot write <what>: <path>: <why>`` on ``err``; returns 2, the commands' exit
+    status for it (an output path in a missing folder, a folder, under a file)."""
+    from rich.markup import escape
+
+    err.print("[bold red]error:[/] cannot write " + escape(f"{what}: {os_error_line(e)}"), highlight=False,
+              soft_wrap=True)
+    return 2
+
+
 def ellipsize(text: str, width: int) -> str:
     """``text`` cut to ``width`` terminal cells, ending in "…" when cut (width >= 1)."""
     if cell_len(text) <= width:
