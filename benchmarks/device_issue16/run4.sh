@@ -3,8 +3,7 @@
 #   carry: models, .dev16, .dev16w   (README.md here)      run: bash benchmarks/device_issue16/run4.sh
 END=$(( $(date +%s) + 575 ))
 source benchmarks/device_issue16/setup.sh || exit 1
-python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz || exit 1
-left() { echo $(( END - $(date +%s) )); }
+realpages || exit 1
 echo "== ratio $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
 timeout 200 taskset -c 0 python3 benchmarks/bench_phase1.py --part ratio --reps 3 --cc-records 0 > $OUT/ratio.json 2> $OUT/ratio.err; echo "rc=$?"
 python3 -c "

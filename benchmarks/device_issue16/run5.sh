@@ -4,8 +4,7 @@
 #   carry: models, .dev16, .dev16w   (README.md here)      run: bash benchmarks/device_issue16/run5.sh
 END=$(( $(date +%s) + 560 ))
 source benchmarks/device_issue16/setup.sh || exit 1
-[ -f /tmp/shared/data/warc/realpages-1171.warc.gz ] || python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz || exit 1
-left() { echo $(( END - $(date +%s) )); }
+realpages || exit 1
 echo "== scaling 1,16 x3 split $(date -u +%T) left $(left) s load $(cut -d' ' -f1-3 /proc/loadavg)"
 timeout $(( $(left) - 10 )) python3 benchmarks/bench_scaling.py --workers 1,16 --files 64 --records 600 --reps 3 --baseline-files 4 \
   --split-bytes 5500000 --json $OUT/scaling_split.json > $OUT/scaling_split.log 2>&1; echo "rc=$?"

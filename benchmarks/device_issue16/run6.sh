@@ -4,8 +4,7 @@
 #   carry: models, .dev16, .dev16w   (README.md here)      run: bash benchmarks/device_issue16/run6.sh
 END=$(( $(date +%s) + 400 ))
 source benchmarks/device_issue16/setup.sh || exit 1
-python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz || exit 1
-left() { echo $(( END - $(date +%s) )); }
+realpages || exit 1
 lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|L2|L3|MHz|Hypervisor" | tr -s ' '
 ( while true; do echo "$(date +%T) $(awk '/MHz/{s+=$4;n++} END{printf "%.0f", s/n}' /proc/cpuinfo) MHz load $(cut -d' ' -f1 /proc/loadavg)"; sleep 3; done ) > $OUT/mhz.log 2>&1 &
 MON=$!

@@ -4,8 +4,7 @@
 #   carry: models, .dev16, .dev16w   (README.md here)      run: bash benchmarks/device_issue16/run7.sh
 END=$(( $(date +%s) + 200 ))
 source benchmarks/device_issue16/setup.sh || exit 1
-python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz || exit 1
-left() { echo $(( END - $(date +%s) )); }
+realpages || exit 1
 timeout $(( $(left) - 5 )) python3 benchmarks/bench_scaling.py --workers 1,1p,16 --files 64 --records 600 --reps 1 --baseline-files 4 \
   --split-bytes 5500000 --json $OUT/scaling_pinned.json > $OUT/scaling_pinned.log 2>&1; echo "rc=$?"
 grep -v "Async instruction" $OUT/scaling_pinned.log | tail -16 | cut -c1-300

@@ -16,3 +16,10 @@ for m in ['numpy','pyarrow','numba','scipy','sklearn','joblib','fsspec','dask','
     except Exception as e: print(m, 'IMPORT FAILED', type(e).__name__, e)
 " 2>&1
 echo "== setup done $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Helpers for the call scripts: seconds left before $END (the script's own deadline), and
+# realpages-1171 rebuilt from its pack (carry .dev16w), once per machine.
+left() { echo $(( END - $(date +%s) )); }
+realpages() {
+  [ -f /tmp/shared/data/warc/realpages-1171.warc.gz ] || \
+    python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz
+}
