@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     if out.exists():
         shutil.rmtree(out)  # a fresh run: resumed proxies would time nothing
-    cmd = [sys.executable, "-m", "datapipe.cli", "ablate", a.manifest, "--output", str(out), "--no-progress", "--json"]
+    cmd = [sys.executable, "-m", "datapipe.cli.main", "ablate", a.manifest, "--output", str(out), "--no-progress", "--json"]
     load0, t0 = os.getloadavg(), time.time()
     with LoadSampler() as load:
         p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

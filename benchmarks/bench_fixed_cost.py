@@ -45,8 +45,8 @@ T0 = time.time()
 marks = []
 def mark(name):
     marks.append((name, time.time()))
-from datapipe import runner
-from datapipe.manifest import load_manifest
+from datapipe.engine import runner
+from datapipe.manifest.load import load_manifest
 mark("imports")
 inp, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ov = {"inputs.paths": [inp], "inputs.crawl": None, "output": out, "cluster.dashboard_address": "127.0.0.1:0"}

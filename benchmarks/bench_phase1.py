@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-
 from make_input import WORK, build
 from timing import interleave, repeat
 
@@ -59,7 +58,7 @@ MANIFEST = Path(__file__).resolve().parent.parent / "manifests" / "cc-2026.yaml"
 
 def main_chain() -> list[dict]:
     """The main manifest's phase-1 chain as run (``effective_stages``: its stages + dedup_signatures)."""
-    from datapipe.manifest import load_manifest
+    from datapipe.manifest.load import load_manifest
 
     return load_manifest(MANIFEST, {"inputs.paths": ["x.warc.gz"], "inputs.crawl": None}).effective_stages()
 
@@ -104,8 +103,8 @@ def read_ours(path: str) -> list:
 # ---------------------------------------------------------------- stages on tables
 
 def _in_schema(chain):
-    from datapipe.schema import PAYLOAD_FIELD, document_schema
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
+    from datapipe.formats.documents import PAYLOAD_FIELD, document_schema
 
     return pa.schema(list(document_schema(build_chain(chain))) + [PAYLOAD_FIELD])
 
@@ -115,7 +114,7 @@ def _batches(table: pa.Table) -> list[pa.Table]:
 
 
 def _stage(name: str, cfg: dict | None = None):
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
 
     return build_chain([{name: cfg or {}}])[0]
 
@@ -150,7 +149,8 @@ def langid_bound(model, texts: list[str]) -> None:
 def phase1_once(path: str, chain: list[dict], read_output=None) -> dict:
     """``run_file_task`` of ``chain`` on ``path`` into a scratch folder; ``read_output(folder)``, if
     given, is called before the folder is removed. Returns the task record."""
-    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+    from datapipe.engine.task import run_file_task
+    from datapipe.engine.task_plan import TaskSpec, chain_fingerprint, task_id_for
 
     out = tempfile.mkdtemp(dir=WORK)
     try:
@@ -247,9 +247,10 @@ def part_phase1(reps: int, chain_name: str) -> dict:
 def part_dask(reps: int) -> dict:
     import time
 
-    from datapipe.manifest import Manifest
-    from datapipe.runner import dask_client
-    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+    from datapipe.engine.runner import dask_client
+    from datapipe.engine.task import run_file_task
+    from datapipe.engine.task_plan import TaskSpec, chain_fingerprint, task_id_for
+    from datapipe.manifest.load import Manifest
 
     meta = build()
     files = [f["path"] for f in meta["shards"]]
@@ -315,7 +316,6 @@ def model_inputs(path: str, chain: list[dict], chain_stages: list) -> dict:
     import re
 
     import pyarrow.parquet as pq
-
     from datapipe.classifiers.model import preprocess
 
     cols, shards = ["text", "lang"], {}
@@ -388,7 +388,7 @@ def part_ratio(reps: int, inputs: list[str]) -> dict:
     """
     import statistics
 
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
 
     chain = main_chain()
     res: dict = {"chain": [next(iter(c)) for c in chain], "inputs": {}}
@@ -463,7 +463,6 @@ def cc_sized(records: int) -> str:
     """A synthetic Common-Crawl-sized file: ``records`` records cycled from the real pages, each a gzip
     member with a distinct WARC-Record-ID (built once under benchmarks/work/)."""
     import bench_scaling
-
     from make_input import source_path
 
     dest = WORK / f"cc-sized-{records}"

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _manifest(inputs: list[str], out: Path, threshold: float):
-    from datapipe.manifest import load_manifest
+    from datapipe.manifest.load import load_manifest
 
     m = load_manifest(ROOT / "manifests" / "cc-2026.yaml", {
         "inputs.paths": inputs, "inputs.crawl": None, "output": str(out), "report.enabled": False,
@@ -65,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     from distributed import Client, LocalCluster
 
-    from datapipe import runner
+    from datapipe.engine import runner
 
     work = Path(tempfile.mkdtemp(prefix="bench-retune-"))
     full_s, retune_s, ratios = [], [], []

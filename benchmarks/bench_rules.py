@@ -71,9 +71,10 @@ def build_docs(out: Path) -> dict:
     meta = out.with_suffix(".meta.json")
     if out.exists() and meta.exists() and json.loads(meta.read_text()).get("sha256") == digest:
         return json.loads(meta.read_text())
-    from datapipe.io.readers import read_input
     from datapipe.stages.extract import extract_one
     from datapipe.stages.langid import load_fasttext, predict_languages
+
+    from datapipe.io.readers import read_input
     from datapipe.models import resolve_model
 
     rows = []
@@ -101,7 +102,7 @@ def build_docs(out: Path) -> dict:
 def run_ours(rows: list[dict], reps: int) -> dict:
     import pyarrow as pa
 
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
 
     table = pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows],
                       "lang": [r["lang"] for r in rows]})

@@ -93,7 +93,7 @@ def build_inputs(src: Path, files: int, records: int, dest: Path, procs: int) ->
 
 
 def _warm(stages):
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
 
     build_chain(stages)
     return os.getpid()
@@ -130,14 +130,14 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
              pin: int | None = None) -> dict:
     from distributed import Client
 
-    from datapipe import runner
-    from datapipe.manifest import load_manifest
+    from datapipe.engine import runner
+    from datapipe.manifest.load import load_manifest
 
     # No HTML report (~10 s after phase 1, not what is measured; and it needs duckdb/matplotlib).
-    report = types.ModuleType("datapipe.report")
+    report = types.ModuleType("datapipe.inspect.report")
     report.write_report = lambda *a, **k: None
-    sys.modules["datapipe.report"] = report
-    # The LocalCluster ``datapipe run`` starts (worker environment: datapipe/procenv.py).
+    sys.modules["datapipe.inspect.report"] = report
+    # The LocalCluster ``datapipe run`` starts (worker environment: datapipe/engine/procenv.py).
     cluster = runner.local_cluster(n, threads_per_worker=1, memory_limit="auto", dashboard_address="127.0.0.1:0")
     try:
         with Client(cluster) as c:

@@ -34,7 +34,7 @@ def _rows(k: int, per: int) -> pa.Table:
 
 
 def _map_runs(work, k, per, nparts):
-    from datapipe.stages.phases.dedup.shuffle_store import partition_of
+    from datapipe.engine.shuffle_store import partition_of
 
     t = _rows(k, per)
     work.scatter("bands", t, partition_of(t.column("bh").to_numpy(), nparts), f"s{k}")
@@ -47,7 +47,7 @@ def _reduce_runs(work, k):
 
 
 def run_files(client, root, s, per):
-    from datapipe.stages.phases.dedup.shuffle_store import Store
+    from datapipe.engine.shuffle_store import Store
 
     work = Store(root)
     client.gather(client.map(_map_runs, [work] * s, range(s), [per] * s, [s] * s, pure=False))

@@ -40,9 +40,8 @@ def _texts(mb: float) -> list[str]:
 
 
 def bench_encode(texts: list[str]) -> dict:
-    from tokenizers import Tokenizer
-
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
+    from tokenizers import Tokenizer
 
     nbytes = sum(len(t.encode()) for t in texts)
     out = {"input_mb": round(nbytes / 1e6, 2), "documents": len(texts)}
@@ -84,7 +83,6 @@ def bench_phase_vs_direct(work: Path, texts: list[str], reps: int = 5) -> dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
-
     from datapipe.stages.phases.tokenize import phase as P
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
@@ -135,11 +133,10 @@ def bench_phase3(work: Path, texts: list[str]) -> tuple[dict, str]:
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from distributed import Client, LocalCluster
-
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
+    from distributed import Client, LocalCluster
 
     (work / "documents").mkdir(parents=True)
     ids = [hashlib.sha1(f"{i}".encode()).hexdigest() for i in range(len(texts))]

@@ -69,8 +69,13 @@ def _extractor(config: str):
 
 
 def _filters():
-    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                            GopherRepetitionFilter, LanguageFilter)
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+        LanguageFilter,
+    )
 
     return [LanguageFilter(languages=["en"], language_threshold=0.65), GopherRepetitionFilter(),
             GopherQualityFilter(), C4QualityFilter(filter_no_terminal_punct=False), FineWebQualityFilter()]

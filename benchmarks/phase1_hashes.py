@@ -28,7 +28,7 @@ DEFAULT_INPUTS = [SHARED / "warc" / "realpages-1171.warc.gz", SHARED / "warc" / 
 
 
 def chain(manifest: Path) -> list[dict]:
-    from datapipe.manifest import load_manifest
+    from datapipe.manifest.load import load_manifest
 
     return load_manifest(manifest, {"inputs.paths": ["x.warc.gz"], "inputs.crawl": None}).effective_stages()
 
@@ -37,7 +37,8 @@ def hashes_of(path: Path, stages: list[dict], batch_size: int = 256, part=None, 
     """{kind: sha256 of the shard bytes, kind + '.decisions': sha256 of (id, stage, reason) rows}."""
     import pyarrow.parquet as pq
 
-    from datapipe.task import KINDS, plan_specs, run_file_task
+    from datapipe.engine.task import KINDS, run_file_task
+    from datapipe.engine.task_plan import plan_specs
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -76,7 +76,7 @@ def english_docs(run: Path) -> list[dict]:
 
 def alone(docs: list[dict]) -> dict[str, list[str | None]]:
     """Per family: the reason each document gets from that family's stages alone (None = kept)."""
-    from datapipe.task import build_chain
+    from datapipe.engine.task import build_chain
 
     cfgs = manifest_configs()
     table = pa.table({k: [d[k] for d in docs] for k in ("id", "url", "host", "lang", "text")})
@@ -170,8 +170,9 @@ def main() -> None:
     docs = english_docs(Path(a.run))
     al = alone(docs)
     if a.show:
-        from datapipe.env import shared_data
         from datapipe.stages.lib import wordlists as wl
+
+        from datapipe.env import shared_data
 
         auto = wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), "en")
         for i, d in enumerate(audit_sample(docs, al, a.show)):

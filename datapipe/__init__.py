@@ -18,9 +18,9 @@ def __getattr__(name: str):
         import datapipe.stages  # noqa: F401 - binds the submodule
         return sys.modules["datapipe.stages"]
     if name in ("Pipeline", "PipelineResult"):
-        from datapipe import api
+        from datapipe.api import pipeline as api
         return getattr(api, name)
     if name in ("dedup", "DedupResult"):
-        from datapipe import api_dedup
+        from datapipe.api import dedup as api_dedup
         return getattr(api_dedup, name)
     raise AttributeError(f"module 'datapipe' has no attribute {name!r}")

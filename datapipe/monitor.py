@@ -93,7 +93,13 @@ def _add_routes(scheduler, plugin: StageCounters) -> None:
 def _counters_doc(scheduler, extra, doc) -> None:
     """The bokeh document: per-stage kept/rejected/errored so far, as a table and stacked bars."""
     from bokeh.layouts import column
-    from bokeh.models import ColumnDataSource, DataTable, Div, NumberFormatter, TableColumn
+    from bokeh.models import (
+        ColumnDataSource,
+        DataTable,
+        Div,
+        NumberFormatter,
+        TableColumn,
+    )
     from bokeh.plotting import figure
     from distributed.dashboard.components.scheduler import BOKEH_THEME, env
 

@@ -25,8 +25,8 @@ from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
 
+from datapipe.engine.ledger import StageCounts
 from datapipe.io.parquet import join, read_json, write_json_atomic
-from datapipe.ledger import StageCounts
 
 MARKERS = "_phases"
 
@@ -116,7 +116,7 @@ class Phase:
 
     def assets(self) -> list | None:
         """Files ``check`` loads, or None: as ``Stage.assets`` (a phase naming them is checked once
-        per config and size + mtime of those files, ``datapipe.check_cache``)."""
+        per config and size + mtime of those files, ``datapipe.engine.check_cache``)."""
         return None
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
@@ -128,7 +128,7 @@ class Phase:
         """Glob patterns, relative to the output, of the files the phase writes under ``config``
         (a marker's ``config``, as ``config()`` returns it). A rerun removes what matches a pattern
         of a phase no longer run, or of an earlier configuration that wrote elsewhere, so that it
-        equals a fresh run (``datapipe.plan.phase_leftovers``)."""
+        equals a fresh run (``datapipe.engine.plan.phase_leftovers``)."""
         return []
 
     def run(self, ctx: PhaseContext) -> PhaseResult:  # pragma: no cover - abstract

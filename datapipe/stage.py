@@ -71,7 +71,7 @@ class Stage:
     def assets(self) -> list | None:
         """Paths of the files ``setup`` loads (models, word lists), or None (the default) when the
         stage does not name them. A stage that names them is checked once per size + mtime of
-        those files, not in every run (``datapipe.check_cache``). Raise (OSError, ValueError, or
+        those files, not in every run (``datapipe.engine.check_cache``). Raise (OSError, ValueError, or
         the stage's own error) when one cannot be resolved: the stage is then checked."""
         return None
 
@@ -95,8 +95,8 @@ class Stage:
 
     def apply(self, data, lang=None, url=None, **columns) -> pa.Table:
         """This stage on plain data, outside a run: texts (or HTML for ``extract``), a table or
-        rows in, a table of its signals and decisions out (see ``datapipe.stage_apply.apply_stage``)."""
-        from datapipe.stage_apply import apply_stage
+        rows in, a table of its signals and decisions out (see ``datapipe.api.stage_apply.apply_stage``)."""
+        from datapipe.api.stage_apply import apply_stage
 
         return apply_stage(self, data, lang=lang, url=url, **columns)
 

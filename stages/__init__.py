@@ -1,7 +1,7 @@
 """Stage families. Each module registers its stages with ``datapipe.stage.register``.
 
 From Python: ``datapipe.stages.get("gopher_quality", min_words=50)`` is a configured stage, and
-``stage.apply(texts)`` its signals and decisions on plain texts (``datapipe.stage_apply``).
+``stage.apply(texts)`` its signals and decisions on plain texts (``datapipe.api.stage_apply``).
 """
 import importlib
 

@@ -49,11 +49,18 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from datapipe.stages.lib import words as W
 
 from datapipe.env import shared_data
-from datapipe.ranges import NonNegInt
-from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
-from datapipe.stages.lib import words as W
+from datapipe.manifest.ranges import NonNegInt
+from datapipe.stage import (
+    Stage,
+    StageConfig,
+    folder_assets,
+    merge_reasons,
+    register,
+    with_column,
+)
 
 _CITATION_RE = r"(?i)[ \t]*\[(?:\d+|edit|citation needed)\]"
 _ELLIPSIS_END = r"(?:\.\.\.|…)$"

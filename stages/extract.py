@@ -23,13 +23,13 @@ content plus the whole-page fallback.
 from __future__ import annotations
 
 import pyarrow as pa
+from datapipe.stages.lib.charset import decode_payload
+from datapipe.stages.lib.mainblock import extract_main
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
-from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
+from datapipe.manifest.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
-from datapipe.stages.lib.charset import decode_payload
-from datapipe.stages.lib.mainblock import extract_main
 
 
 class ExtractConfig(StageConfig):
@@ -106,7 +106,7 @@ class Extract(Stage):
 
     def assets(self) -> list:
         """What ``check`` (the sandbox child's start) depends on besides config, code and
-        interpreter (``datapipe.check_cache``): the files the child starts from (the sandbox
+        interpreter (``datapipe.engine.check_cache``): the files the child starts from (the sandbox
         module, ``procenv``'s environment, resiliparse's compiled modules) and the folder
         resiliparse is installed in (its mtime moves with any install or removal there). The
         client then starts a child once per identity of these, not in every run (~1 s, issue 16);
@@ -117,9 +117,9 @@ class Extract(Stage):
         from pathlib import Path
 
         import resiliparse
-
-        from datapipe import procenv
         from datapipe.stages.lib import extract_sandbox
+
+        from datapipe.engine import procenv
 
         pkg = Path(resiliparse.__file__).parent  # its compiled code: _resiliparse.*.so (2.0)
         return [Path(extract_sandbox.__file__), Path(procenv.__file__), pkg / "__init__.py",

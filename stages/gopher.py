@@ -16,12 +16,19 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import Field, field_validator, model_validator
-
-from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt, Probability, check_order
-from datapipe.stage import StageConfig, register
 from datapipe.stages.lib import words as W
 from datapipe.stages.lib.rule_stage import WordRuleStage
+from pydantic import Field, field_validator, model_validator
+
+from datapipe.manifest.ranges import (
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    Probability,
+    check_order,
+)
+from datapipe.stage import StageConfig, register
 
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)

@@ -13,8 +13,8 @@ import re
 
 import pyarrow as pa
 
+from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import resolve_model
-from datapipe.ranges import PosInt, Probability
 from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
 
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")

@@ -6,11 +6,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-
-from datapipe.ranges import NonNegInt, Probability
-from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.wordlists import shared_path
+
+from datapipe.manifest.ranges import NonNegInt, Probability
+from datapipe.stage import (
+    Stage,
+    StageConfig,
+    folder_assets,
+    merge_reasons,
+    register,
+    with_column,
+)
 
 
 def ldnoobw_decision(count: int | None, fraction: float | None, max_count: int | None,

@@ -50,13 +50,25 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-
-from datapipe.ranges import NonNegFloat
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib.pii_email import _emails
 from datapipe.stages.lib.pii_ip import _ips
-from datapipe.stages.lib.pii_kinds import _PRIORITY, EMAIL, IP, PHONE, PLACEHOLDERS, Span
-from datapipe.stages.lib.pii_phone import _SUPPORTED_REGIONS, _phones, region_for, region_for_host
+from datapipe.stages.lib.pii_kinds import (
+    _PRIORITY,
+    EMAIL,
+    IP,
+    PHONE,
+    PLACEHOLDERS,
+    Span,
+)
+from datapipe.stages.lib.pii_phone import (
+    _SUPPORTED_REGIONS,
+    _phones,
+    region_for,
+    region_for_host,
+)
+
+from datapipe.manifest.ranges import NonNegFloat
+from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 
 # Public names of the detectors' modules stay importable from here.
 __all__ = ["EMAIL", "IP", "PHONE", "PLACEHOLDERS", "PIIMask", "Span", "find_pii", "mask_emails", "mask_ips",

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-
-from datapipe.ranges import Probability
-from datapipe.stage import StageConfig, register
 from datapipe.stages.fasttext_score import FastTextScoreStage
+
+from datapipe.manifest.ranges import Probability
+from datapipe.stage import StageConfig, register
 
 
 @register

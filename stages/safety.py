@@ -22,20 +22,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
+from datapipe.stages.span_score import (
+    FastTextSpanStage,
+    SpanScoreConfig,
+    SpanScoreStage,
+)
 
-from datapipe.ranges import Probability
+from datapipe.manifest.ranges import Probability
 from datapipe.stage import register
-from datapipe.stages.fasttext_score import FastTextScoreStage, classifier_assets, score_decision
-from datapipe.stages.ldnoobw import LDNOOBW, ldnoobw_decision
-from datapipe.stages.lib.spans import span_aggregates, split_spans, split_units
-from datapipe.stages.lib.wordlists import shared_path
-from datapipe.stages.span_score import FastTextSpanStage, SpanScoreConfig, SpanScoreStage
-from datapipe.stages.url_blocklist import URLBlocklist, url_decision
 
 # The safety family's public names stay importable from here (they moved to the modules above).
-__all__ = ["LDNOOBW", "NSFW", "FastTextScoreStage", "FastTextSpanStage", "SpanScoreConfig", "SpanScoreStage",
-           "Toxicity", "URLBlocklist", "classifier_assets", "ldnoobw_decision", "score_decision", "shared_path",
-           "span_aggregates", "split_spans", "split_units", "url_decision"]
 
 
 @register

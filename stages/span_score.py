@@ -8,13 +8,19 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-from pydantic import model_validator
-
-from datapipe.ranges import NonNegInt, PosInt, Probability, check_order
-from datapipe.stage import Stage, StageConfig, merge_reasons, texts_in_languages, with_column
 from datapipe.stages.fasttext_score import FastTextModel, score_decision
 from datapipe.stages.lib import words as wd
 from datapipe.stages.lib.spans import _cached_spans, span_aggregates
+from pydantic import model_validator
+
+from datapipe.manifest.ranges import NonNegInt, PosInt, Probability, check_order
+from datapipe.stage import (
+    Stage,
+    StageConfig,
+    merge_reasons,
+    texts_in_languages,
+    with_column,
+)
 
 
 class SpanScoreConfig(StageConfig):

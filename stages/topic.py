@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from datapipe.ranges import Probability
+from datapipe.manifest.ranges import Probability
 from datapipe.stage import Stage, StageConfig, register, texts_in_languages, with_column
 
 

@@ -8,11 +8,18 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-
-from datapipe.ranges import PosInt
-from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.wordlists import shared_path
+
+from datapipe.manifest.ranges import PosInt
+from datapipe.stage import (
+    Stage,
+    StageConfig,
+    folder_assets,
+    merge_reasons,
+    register,
+    with_column,
+)
 
 
 def url_decision(url: str | None, host: str | None, ut1_hashes: np.ndarray, ut1_urls: frozenset[str],

@@ -42,8 +42,8 @@ def warm_client():
     workers make their own."""
     from distributed import Client
 
-    from datapipe import runner
-    from datapipe.manifest import Cluster
+    from datapipe.engine import runner
+    from datapipe.manifest.load import Cluster
 
     with runner.local_cluster(2, memory_limit=Cluster().worker_memory_limit(2), dashboard_address="127.0.0.1:0") \
             as cluster, Client(cluster) as client:
@@ -57,7 +57,7 @@ def small_stages_run(data_dir, tmp_path_factory, warm_client):
     Tests only read it; one that changes it works on a copy."""
     from scale_helpers import SMALL_RUN_STAGES, manifest_for
 
-    from datapipe import runner
+    from datapipe.engine import runner
 
     out = tmp_path_factory.mktemp("small-stages-run")
     inputs = sorted(p for p in (data_dir / "warc").glob("*.gz") if not p.name.startswith("realpages"))

@@ -12,7 +12,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from datapipe.stages.phases.tokenize.tokenizer import AtomicParquetWriter, ids_array, token_schema
+from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 
 
 def write_index(folder: Path, n_docs: int = 240, *, shards: int = 3, row_group_tokens: int = 2000,

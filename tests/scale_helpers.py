@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from datapipe import runner
-from datapipe.manifest import load_manifest
+from datapipe.engine import runner
+from datapipe.manifest.load import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

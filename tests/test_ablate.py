@@ -20,16 +20,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from datapipe import runner
-from datapipe.ablate.manifest import load_ablation_manifest
-from datapipe.ablate.mixtures import candidates, grid, mixture_id
-from datapipe.ablate.manifest import Mixtures
-from datapipe.manifest import ManifestError, load_manifest
 from datapipe.stages.phases.tokenize.mixture import MixConfig
 
+from datapipe.ablate.manifest import Mixtures, load_ablation_manifest
+from datapipe.ablate.mixtures import candidates, grid, mixture_id
+from datapipe.engine import runner
+from datapipe.manifest.load import ManifestError, load_manifest
+
 REPO = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "datapipe.cli"]
+CLI = [sys.executable, "-m", "datapipe.cli.main"]
 MIXES = {"german": {"german": 0.8, "english": 0.1, "other": 0.1},
          "english": {"german": 0.1, "english": 0.8, "other": 0.1},
          "even": {"german": 1, "english": 1, "other": 1}}

@@ -24,8 +24,8 @@ import pytest
 from rich.cells import cell_len
 
 import datapipe
-from datapipe import cli
-from datapipe.manifest import load_manifest
+from datapipe.cli import main as cli
+from datapipe.manifest.load import load_manifest
 
 LIMIT = 40
 CHAIN = [{"extract": {"main_content": True}}, {"langid": {"min_score": 0.65}}, {"gopher_repetition": {}},
@@ -149,7 +149,7 @@ def test_ledger_records_limit_and_effective_configs(cli_run, inputs):
     gq = dict(next(iter(c.items())) for c in led["stage_configs"])["gopher_quality"]
     assert gq["min_words"] == 50 and gq["min_stop_words"] == 2  # defaults, not {}
     assert led["phase_configs"]["dedup"]["dedup"]["minhash"]["threshold"] == 0.8
-    from datapipe.plan import make_plan
+    from datapipe.engine.plan import make_plan
 
     def plan(**ov):
         return make_plan(load_manifest(cli_run["manifest"], {"inputs.paths": [str(p) for p in inputs], **ov}),
@@ -320,9 +320,9 @@ def test_dedup_inputs_and_settings(inputs, tmp_path):
 # ------------------------------------------------------------------------------ report
 
 def test_report_lists_settings_and_counts_per_signal(cli_run, tmp_path):
-    from datapipe import inspect as I
-    from datapipe import report
-    from datapipe.termfmt import flat_items, short_value
+    from datapipe.cli.termfmt import flat_items, short_value
+    from datapipe.inspect import reader as I
+    from datapipe.inspect import report
 
     run = I.Run.open(str(cli_run["out"]))
     page = report._settings_html(run)  # the section render() puts under the plots (drawing them all: ~30 s)

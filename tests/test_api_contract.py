@@ -13,8 +13,8 @@ import pytest
 from rich.cells import cell_len
 
 import datapipe
-from datapipe import cli
-from datapipe.manifest import ManifestError
+from datapipe.cli import main as cli
+from datapipe.manifest.load import ManifestError
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,8 @@ def jsonl(data_dir) -> Path:
 def test_funnel_keeps_numbers_on_any_width():
     from rich.console import Console
 
-    from datapipe.ledger import Ledger
-    from datapipe.termfmt import ledger_stages, print_funnel
+    from datapipe.cli.termfmt import ledger_stages, print_funnel
+    from datapipe.engine.ledger import Ledger
 
     led = Ledger()
     led.record("read", 123_456_789, 100_000_000, ["non_document:request"] * 3, ["read:record_too_large"] * 2)
@@ -76,7 +76,7 @@ def test_stage_get_and_apply_errors():
 def test_reads_match_the_stage_sources(capsys):
     """``reads`` is declared on the stage classes (it was a table in stage_apply) and is what their
     code reads; ``datapipe stages`` shows it."""
-    from datapipe import stage_apply
+    from datapipe.api import stage_apply
     from datapipe.stage import Stage, registry
 
     assert not hasattr(stage_apply, "READS") and not hasattr(stage_apply, "REQUIRED")

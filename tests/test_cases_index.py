@@ -13,9 +13,9 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import runner
-from datapipe.ledger import Ledger
-from datapipe.manifest import load_manifest
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
+from datapipe.manifest.load import load_manifest
 
 WARC_CASES = ["B01.warc.gz", "B02.warc", "B03.warc.gz", "B06.warc.gz", "B07.warc.gz", "B08.warc.gz", "B10.warc.gz"]
 B15_NEIGHBOURS = ["The first page speaks of the river valley.", "The last page speaks of the bakery on the corner."]

@@ -1,12 +1,12 @@
-"""check_before_work loads a stage config's assets once per process (datapipe/runner.py), and once
-per size + mtime of its asset files across processes (datapipe/check_cache.py)."""
+"""check_before_work loads a stage config's assets once per process (datapipe/engine/runner.py), and once
+per size + mtime of its asset files across processes (datapipe/engine/check_cache.py)."""
 from __future__ import annotations
 
 import shutil
 import sys
 
-from datapipe import runner
-from datapipe.manifest import validate_manifest
+from datapipe.engine import runner
+from datapipe.manifest.load import validate_manifest
 from datapipe.stage import registry
 
 
@@ -59,7 +59,6 @@ def test_check_is_remembered_across_processes_until_the_model_file_changes(tmp_p
     import shutil
 
     import pytest
-
     from datapipe.classifiers import model as loader
 
     monkeypatch.setenv("DATAPIPE_CACHE", str(tmp_path / "cache"))
@@ -146,7 +145,7 @@ def test_every_asset_of_the_main_chain_resolves():
     and each named file exists."""
     from pathlib import Path
 
-    from datapipe.manifest import load_manifest
+    from datapipe.manifest.load import load_manifest
 
     m = load_manifest(Path(__file__).resolve().parent.parent / "manifests" / "cc-2026.yaml",
                       {"inputs.paths": ["x.warc.gz"], "inputs.crawl": None})

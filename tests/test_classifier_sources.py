@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-
 from datapipe.classifiers import data
-from datapipe.cli import main
-from datapipe.env import shared_data
 from phase3_util import cc_docs, make_run_dir
+
+from datapipe.cli.main import main
+from datapipe.env import shared_data
 
 
 @pytest.fixture(scope="module")

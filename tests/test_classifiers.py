@@ -5,13 +5,13 @@ import json
 
 import pyarrow as pa
 import pytest
-
 from datapipe.classifiers import data
 from datapipe.classifiers.model import MODELS_DIR, load_classifier, preprocess
 from datapipe.classifiers.recipes import jigsaw_metrics, obfuscate, read_jigsaw
 from datapipe.classifiers.train import auc, binary_metrics, train_binary
-from datapipe.env import shared_data
 from datapipe.stages.quality_classifier import QualityClassifier
+
+from datapipe.env import shared_data
 
 CS336 = shared_data() / "golden" / "cs336_a4"
 
@@ -95,7 +95,7 @@ def test_toxicity_model_on_jigsaw_and_obfuscations():
 
 
 def test_cli_help_and_predict(capsys, tmp_path):
-    from datapipe.cli import build_parser, main
+    from datapipe.cli.main import build_parser, main
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["classifiers", "train", "--help"])

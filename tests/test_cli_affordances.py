@@ -9,8 +9,8 @@ import pytest
 import yaml
 from rich.cells import cell_len
 
-from datapipe import cli
-from datapipe.manifest import load_manifest
+from datapipe.cli import main as cli
+from datapipe.manifest.load import load_manifest
 from datapipe.stage import registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def schema():
-    from datapipe.config_cli import manifest_schema
+    from datapipe.cli.catalog import manifest_schema
 
     s = manifest_schema()
     jsonschema.Draft202012Validator.check_schema(s)
@@ -58,7 +58,7 @@ def test_init_writes_a_loadable_commented_preset(preset, schema, tmp_path, capsy
     m = load_manifest(d / "manifest.yaml")
     assert m.name == preset and m.stages and m.section("dedup") is not None
     assert _errors(schema, yaml.safe_load(text)) == []
-    assert json.loads((d / "datapipe.schema.json").read_text()) == schema  # the modeline's target
+    assert json.loads((d / "datapipe.formats.documents.json").read_text()) == schema  # the modeline's target
     assert f"datapipe run {d}/manifest.yaml --limit 100" in " ".join(capsys.readouterr().out.split())
     assert cli.main(["init", str(d), "--preset", preset]) == 2  # no silent overwrite
     assert "exists" in capsys.readouterr().err
@@ -67,7 +67,7 @@ def test_init_writes_a_loadable_commented_preset(preset, schema, tmp_path, capsy
 
 
 def test_presets_differ_where_their_recipes_do(tmp_path):
-    from datapipe.init_cli import PRESETS, render
+    from datapipe.cli.init import PRESETS, render
 
     ms = {}
     for p in PRESETS:
@@ -147,8 +147,8 @@ def test_inspect_negative_counts_are_usage_errors(tmp_path, capsys):
 
 def test_what_if_bad_value_is_one_line():
     """A what-if value of the wrong type names STAGE.FIELD, without pydantic's multi-line text and docs link."""
-    from datapipe.inspect import InspectError
-    from datapipe.inspect_rules import decider_for
+    from datapipe.inspect.reader import InspectError
+    from datapipe.inspect.rules import decider_for
 
     with pytest.raises(InspectError) as e:
         decider_for("gopher_quality", {}, {"min_words": "abc"})
@@ -186,7 +186,7 @@ def test_inspect_funnel_names_missing_hosts(capsys):
     """Documents without a URL were listed under the host "None"."""
     from rich.console import Console
 
-    from datapipe.inspect_cli import _show_funnel
+    from datapipe.cli.inspect import _show_funnel
 
     f = {"run": "r", "records_by_type": {"text": 3}, "stages": [], "limit": None,
          "totals": {"in": 3, "kept": 3, "rejected": 0, "errored": 0},

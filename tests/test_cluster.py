@@ -10,11 +10,19 @@ import subprocess
 import sys
 
 import pytest
+from scale_helpers import (
+    KINDS,
+    MANIFEST,
+    SMALL,
+    ExternalCluster,
+    assert_same_output,
+    file_bytes,
+    run_local,
+    stage_counts,
+    warcio_record_counts,
+)
 
-from scale_helpers import (KINDS, MANIFEST, SMALL, ExternalCluster, assert_same_output, file_bytes, run_local,
-                           stage_counts, warcio_record_counts)
-
-CLI = [sys.executable, "-m", "datapipe.cli"]
+CLI = [sys.executable, "-m", "datapipe.cli.main"]
 
 
 def cli_run(inputs_dir, out, *extra, cwd):

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from datapipe.manifest import Cluster, Inputs, Manifest, ManifestError, load_manifest
+from datapipe.manifest.load import (
+    Cluster,
+    Inputs,
+    Manifest,
+    ManifestError,
+    load_manifest,
+)
 from datapipe.stage import registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -210,7 +216,7 @@ def _phase_sections() -> dict[str, type[BaseModel]]:
     try:
         from datapipe.phase import section_classes
     except ImportError:  # before the phase registry: the manifest's fixed map
-        from datapipe.manifest import SECTIONS, _section_class
+        from datapipe.manifest.load import SECTIONS, _section_class
 
         return {name: _section_class(name) for name in SECTIONS}
     return dict(section_classes())
@@ -283,7 +289,7 @@ def test_every_numeric_field_has_a_range():
                 except ValidationError:
                     continue
                 unranged.append(f"{name}.{field} accepts {bad!r}")
-    assert not unranged, "numeric config fields without a range (use datapipe.ranges):\n" + "\n".join(unranged)
+    assert not unranged, "numeric config fields without a range (use datapipe.manifest.ranges):\n" + "\n".join(unranged)
 
 
 def test_the_walk_sees_every_config():

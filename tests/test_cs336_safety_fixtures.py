@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import yaml
-
 from datapipe.classifiers.model import load_classifier
+
 from datapipe.stage import registry
 
 NSFW_YES = ("SUCK MY C*CK WIKIPEDIA EDITORS...F*CKING *SSH*LE DORKS. "

@@ -13,15 +13,15 @@ import os
 import time
 
 import pytest
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
+from dedup_fixtures import write_shards
 from distributed import Client
 from distributed.diagnostics.plugin import WorkerPlugin
-
-from datapipe.api_dedup import SyncClient
-from datapipe.runner import local_cluster
-from datapipe.stages.phases.dedup import DedupConfig, run_dedup
-from datapipe.stages.phases.dedup.phase import load_stats
-from dedup_fixtures import write_shards
 from scale_corpus import make_corpus
+
+from datapipe.api.dedup import SyncClient
+from datapipe.engine.runner import local_cluster
 
 #: Every phase-2 step of the config below, in order (cc3/cc4 and later rounds are star rounds too).
 STEPS = ["exact_map", "exact_reduce", "lines_map", "lines_reduce", "lines_edit", "bands_map", "bands_reduce",
@@ -160,8 +160,9 @@ def test_two_runs_on_one_cluster_never_share_task_keys(tmp_path):
     """Same config and sources into two directories: distinct task keys (a shared key would hand
     the second run the first run's results without writing its files)."""
     from datapipe.stages.phases.dedup.phase import StepRunner
-    from datapipe.stages.phases.dedup.shuffle_store import Store
     from datapipe.stages.phases.dedup.steps import Ctx
+
+    from datapipe.engine.shuffle_store import Store
 
     tags = {StepRunner(None, Ctx(Store(str(tmp_path / d)), Store(str(tmp_path)), 1, CFG, 18, 7, "f" * 64), 0).tag
             for d in ("a", "b")}

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from datapipe.stages.dedup_signatures import signature_columns
+from datapipe.stages.phases.dedup.config import DedupConfig, MinHashConfig
+from dedup_evaluation import (
+    datasketch_pairs,
+    exact_jaccard,
+    make_eval_set,
+    pipeline_pairs,
+    prf,
+    real_texts,
+)
 from distributed import Client, LocalCluster
 
 from datapipe.env import shared_data
-from datapipe.stages.phases.dedup.config import DedupConfig, MinHashConfig
-from dedup_evaluation import (datasketch_pairs, exact_jaccard, make_eval_set, pipeline_pairs, prf,
-                                              real_texts)
-from datapipe.stages.dedup_signatures import signature_columns
 
 THRESHOLD = 0.8
 

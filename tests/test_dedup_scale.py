@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-from datapipe.stages.phases.dedup import DedupConfig, run_dedup
-from datapipe.stages.phases.dedup.phase import load_stats
-from datapipe.stages.phases.dedup.shuffle_store import Store
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 from datapipe.stages.phases.dedup.steps import Ctx
 from dedup_fixtures import write_shards
 from scale_corpus import make_corpus
+
+from datapipe.engine.shuffle_store import Store
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +55,9 @@ def test_files_per_step_are_s_plus_p(client, tmp_path, nshards, nparts):
 
 _CHILD = """
 import resource, sys
-from datapipe.api_dedup import SyncClient
-from datapipe.stages.phases.dedup import DedupConfig, run_dedup
+from datapipe.api.dedup import SyncClient
+from datapipe.stages.phases.dedup.phase import run_dedup
+from datapipe.stages.phases.dedup.config import DedupConfig
 run_dedup(SyncClient(), sys.argv[1], DedupConfig(partitions=4))
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """

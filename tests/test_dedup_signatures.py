@@ -12,14 +12,18 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from datapipe.stages.dedup_signatures import DedupSignatures
+from datapipe.stages.lib.minhash import poly64_hash32, shingles, signatures
+from datapipe.stages.lib.normalize import normalize_lines, normalize_text
+from datapipe.stages.phases.dedup.config import (
+    MinHashConfig,
+    collision_probability,
+    optimal_bands_rows,
+)
 from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
 from datapipe.env import shared_cases, shared_data
-from datapipe.stages.phases.dedup.config import MinHashConfig, collision_probability, optimal_bands_rows
-from datapipe.stages.lib.minhash import poly64_hash32, shingles, signatures
-from datapipe.stages.lib.normalize import normalize_lines, normalize_text
-from datapipe.stages.dedup_signatures import DedupSignatures
 
 CASES = shared_cases()
 
@@ -169,8 +173,8 @@ def test_lsh_s_curve():
 def test_kernel_normalization_equals_normalize_text_on_every_code_point():
     """The kernel re-implements casefold/invisible/whitespace on UTF-8 bytes: its collapsed text
     must be normalize_text's, for every code point (in a word, next to ASCII) and on real text."""
-    from datapipe.stages.lib.minhash_kernel import TABLE_SIZE
     from datapipe.stages.lib.minhash import poly64_signatures
+    from datapipe.stages.lib.minhash_kernel import TABLE_SIZE
     from datapipe.stages.lib.normalize import nfkc
 
     assert all(chr(c).casefold() == chr(c) and not chr(c).isspace() for c in range(TABLE_SIZE, sys.maxunicode + 1))
@@ -182,8 +186,8 @@ def test_kernel_normalization_equals_normalize_text_on_every_code_point():
 
 
 def test_exact_jaccard_kernel_matches_python_sets():
-    from datapipe.stages.lib.minhash_kernel import pair_jaccard
     from datapipe.stages.lib.minhash import shingle_sets
+    from datapipe.stages.lib.minhash_kernel import pair_jaccard
 
     norm = [normalize_text(t) for t in _cc_texts()[:40]] + ["one two", ""]
     vals, off = shingle_sets(norm, 5)

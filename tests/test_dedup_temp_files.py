@@ -4,14 +4,14 @@ in ``documents/`` or ``rejected/``, and ``verify_run`` refuses a run that does."
 from __future__ import annotations
 
 import pytest
-
-from datapipe.api_dedup import SyncClient
-from datapipe.stages.phases.dedup import DedupConfig, run_dedup
-from datapipe.stages.phases.dedup.phase import remove_leftover_temps
-from datapipe.stages.phases.dedup.shuffle_store import Store
-from datapipe.verify import InvariantError, verify_run
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import remove_leftover_temps, run_dedup
 from dedup_fixtures import write_shards
 from verify_util import one_task_run
+
+from datapipe.api.dedup import SyncClient
+from datapipe.engine.shuffle_store import Store
+from datapipe.engine.verify import InvariantError, verify_run
 
 #: What a writer killed a few KB into a Parquet file leaves: the magic and part of a column chunk.
 PARTIAL = b"PAR1" + bytes(3000)

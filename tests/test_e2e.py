@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe.ledger import Ledger
-from datapipe.manifest import load_manifest
-from datapipe import runner
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
+from datapipe.manifest.load import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "datapipe.cli"]
+CLI = [sys.executable, "-m", "datapipe.cli.main"]
 
 
 def run_job(inputs, out, workers=2, client=None):

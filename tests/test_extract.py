@@ -1,7 +1,6 @@
 """Extraction: CS336 golden output, charset cases, sandbox, and the trafilatura evaluation set."""
 
 import pytest
-
 from datapipe.stages.lib.charset import normalize_label
 from pipeline_helpers import extract_html
 

@@ -18,13 +18,20 @@ import fsspec
 import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFile, MemoryFileSystem
+from scale_helpers import (
+    KINDS,
+    MANIFEST,
+    ExternalCluster,
+    assert_same_output,
+    manifest_for,
+    run_local,
+    stage_counts,
+)
 
-from datapipe import runner
-from datapipe.ledger import Ledger
-from scale_helpers import (KINDS, MANIFEST, ExternalCluster, assert_same_output, manifest_for, run_local,
-                           stage_counts)
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
 
-CLI = [sys.executable, "-m", "datapipe.cli"]
+CLI = [sys.executable, "-m", "datapipe.cli.main"]
 
 
 def _record_offsets(path):
@@ -69,7 +76,7 @@ def test_worker_sigkill_mid_task_loses_nothing(data_dir, tmp_path, warm_client):
     from distributed import Client
 
     with ExternalCluster(tmp_path / "cluster", n_workers=2) as cluster, Client(cluster.address) as c:
-        from datapipe.task import PROGRESS_TOPIC
+        from datapipe.engine.task import PROGRESS_TOPIC
 
         m = manifest_for(files, out, **{"cluster.address": cluster.address, "batch_size": 32})
         box = {}
@@ -183,7 +190,8 @@ class FullFS(MemoryFileSystem):
 
 
 def test_full_output_leaves_no_partial_shard(data_dir):
-    from datapipe.task import TaskSpec, chain_fingerprint, run_file_task, task_id_for
+    from datapipe.engine.task import run_file_task
+    from datapipe.engine.task_plan import TaskSpec, chain_fingerprint, task_id_for
 
     fsspec.register_implementation("fullmem", FullFS, clobber=True)
     fs = FullFS()
@@ -205,9 +213,10 @@ def test_full_output_leaves_no_partial_shard(data_dir):
 
 @pytest.mark.slow
 def test_200mb_html_payload_is_rejected_with_bounded_memory(tmp_path):
+    import io
+
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter
-    import io
 
     path = tmp_path / "huge.warc.gz"
     body = b"<html><body>" + b"<p>" + b"big page " * (200_000_000 // 9) + b"</p></body></html>"

@@ -1,4 +1,4 @@
-"""datapipe.healing_cluster: a worker that Dask's LocalCluster drops for good comes back.
+"""datapipe.engine.cluster: a worker that Dask's LocalCluster drops for good comes back.
 
 Regression for the hang of the kill-a-worker-in-every-dedup-step test (issue 17): Dask's
 SpecCluster closes a worker's nanny when, ``lost-worker-timeout`` after a loss, no worker of
@@ -15,7 +15,7 @@ import dask
 from distributed import Client, LocalCluster
 from distributed.core import Status
 
-from datapipe.healing_cluster import HealingLocalCluster
+from datapipe.engine.cluster import HealingLocalCluster
 
 
 def _wait(pred, timeout: float = 60.0) -> bool:

@@ -8,11 +8,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import runner
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
 from datapipe.io.arc import parse_header
 from datapipe.io.readers import detect_format, read_input
-from datapipe.ledger import Ledger
-from datapipe.manifest import load_manifest
+from datapipe.manifest.load import load_manifest
 
 PAGES = [f"<html><body><p>Page {i} of the archive has a sentence with enough words in it.</p></body></html>"
          for i in range(3)]
@@ -69,7 +69,7 @@ def test_arc_records_read_as_documents(arcs):
         assert [it.row["id"] for it in read_input(str(path))] == [it.row["id"] for it in items]  # stable
         assert len({it.row["id"] for it in items}) == 4
         # inspect --doc --raw finds the page again from the stored offset
-        from datapipe.inspect import raw_html
+        from datapipe.inspect.reader import raw_html
 
         raw = raw_html(str(path), items[2].row["warc_offset"])
         assert (raw["url"], raw["http_status"], raw["html"]) == ("http://example.com/1", 200, PAGES[1])

@@ -15,11 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from datapipe import runner
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
+from datapipe.engine.task import run_file_task
+from datapipe.engine.task_plan import chain_fingerprint, plan_specs
 from datapipe.io.readers import detect_format, read_input
-from datapipe.ledger import Ledger
-from datapipe.manifest import ManifestError, load_manifest
-from datapipe.task import chain_fingerprint, plan_specs, run_file_task
+from datapipe.manifest.load import ManifestError, load_manifest
 
 CHAIN = [{"extract": {}}, {"langid": {"min_score": 0.5}}, {"gopher_repetition": {}}, {"gopher_quality": {}},
          {"fineweb": {}}]

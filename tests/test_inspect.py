@@ -6,11 +6,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-
-from datapipe import cli
-from datapipe import inspect as I
-from datapipe.inspect_rules import what_if
 from scale_helpers import SMALL_RUN_STAGES as STAGES
+
+from datapipe.cli import main as cli
+from datapipe.inspect import reader as I
+from datapipe.inspect.rules import what_if
 
 
 @pytest.fixture(scope="module")
@@ -162,9 +162,10 @@ def test_ledger_and_inspect_record_phase_settings_in_force(run_dir, tmp_path, ca
     chosen for ``bands: null`` was only in the phase stats."""
     import shutil
 
-    from datapipe.run_config import effective_phase_configs
     from datapipe.stages.phases.dedup.config import DedupConfig
     from datapipe.stages.phases.report import ReportConfig
+
+    from datapipe.inspect.run_config import effective_phase_configs
 
     led = json.loads((run_dir / "ledger.json").read_text())
     assert led["phase_configs"]["report"] == {"report": ReportConfig().model_dump(mode="json")}
@@ -220,8 +221,9 @@ def test_doc_near_dup_cluster(run_dir):
 def test_gopher_repetition_thresholds_for_every_signal_column():
     # Rae et al. 2021, Table A1 (the stage's defaults): one threshold per signal column, so the
     # report draws a line on every repetition histogram.
-    from datapipe.inspect_rules import column_thresholds
     from datapipe.stages.gopher import GopherRepetition
+
+    from datapipe.inspect.rules import column_thresholds
 
     th = column_thresholds("gopher_repetition", {})
     assert set(th) == {f.name for f in GopherRepetition.fields}
@@ -276,7 +278,7 @@ def test_raw_of_a_moved_input_or_a_text_input_is_a_line_not_a_traceback(run_dir,
     assert cli.main(["inspect", str(copy), "--doc", doc, "--raw"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"original HTML: cannot read the input: {gone}: No such file or directory" in out
-    from datapipe.inspect_cli import _raw
+    from datapipe.cli.inspect import _raw
 
     text_doc = {"raw_location": {"file": "/d/x.jsonl", "offset": 0}, "provenance": {"record_type": "text"}}
     assert _raw(text_doc) == (None, "none: /d/x.jsonl is a text input (the text above is the document as read)")

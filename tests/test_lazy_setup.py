@@ -17,7 +17,7 @@ def test_loading_the_main_manifest_imports_no_heavy_library():
     models were imported by every manifest load; a run's client needs none of them before its
     report. A fresh interpreter, as `datapipe run` starts."""
     code = ("import sys\n"
-            "from datapipe.manifest import load_manifest\n"
+            "from datapipe.manifest.load import load_manifest\n"
             "from datapipe.phase import phases\n"
             "m = load_manifest('manifests/cc-2026.yaml', {'inputs.paths': ['x.warc.gz'], 'inputs.crawl': None})\n"
             "m.build_stages(); [p.name for p in phases()]\n"

@@ -1,8 +1,8 @@
 """Ledger arithmetic: conservation, chaining, merge, JSON round trip."""
 import pytest
 
+from datapipe.engine.ledger import Ledger, LedgerError
 from datapipe.io.parquet import read_json, write_json_atomic
-from datapipe.ledger import Ledger, LedgerError
 
 
 def small():

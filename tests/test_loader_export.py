@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-from datapipe.loader_export import export_tokens
 from loader_util import write_index
+
+from datapipe.loader.export import export_tokens
 
 
 def _written_documents(index: str) -> list[np.ndarray]:
@@ -77,7 +77,7 @@ def test_nanogpt_memmap(tmp_path):
 
 def test_cli_takes_the_run_folder_and_errors_in_one_line(tmp_path, capsys):
     """``export-tokens RUN OUT`` (the folder a user has) was an IsADirectoryError traceback."""
-    from datapipe import cli
+    from datapipe.cli import main as cli
 
     index, _ = write_index(tmp_path / "run" / "tokens", 20)
     assert Path(index) == tmp_path / "run" / "tokens" / "index.json"

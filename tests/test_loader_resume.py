@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 import torch
+from loader_util import write_index
 from torch.utils.data import DataLoader
 
 from datapipe.loader import TokenLoader, TokenShardDataset, block_causal_mask
-from loader_util import write_index
 
 SEQ, B = 31, 4  # sequences of 32 ids, batches of 4
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 3 workers on 2 cores

@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from datapipe.manifest import ManifestError, load_manifest
+from datapipe.manifest.load import ManifestError, load_manifest
 
 
 def write(tmp_path, text):
@@ -71,7 +71,7 @@ def test_overrides_apply(tmp_path):
 
 def test_a_bad_override_is_named_as_given_on_the_command_line(tmp_path, capsys):
     """--workers -3 was reported at the manifest's `cluster:` line; --workers 0 was silently the manifest's value."""
-    from datapipe import cli
+    from datapipe.cli import main as cli
 
     p = write(tmp_path, """\
         inputs:
@@ -98,7 +98,7 @@ def test_a_bad_override_is_named_as_given_on_the_command_line(tmp_path, capsys):
 def test_scheduler_address_is_checked_before_any_work(tmp_path, capsys):
     """``--scheduler notaurl`` was a ValueError traceback from distributed.Client, after the output
     folder had been made; now a manifest error naming the field, and no folder."""
-    from datapipe import cli
+    from datapipe.cli import main as cli
 
     out = tmp_path / "out"
     p = write(tmp_path, f"""\
@@ -125,7 +125,7 @@ def test_dashboard_address_is_checked(tmp_path):
     """--dashboard nonsense (or a host that does not resolve) was a socket traceback at cluster start."""
     import time
 
-    from datapipe import runner
+    from datapipe.engine import runner
 
     p = write(tmp_path, """\
         inputs: {paths: [a.warc.gz]}

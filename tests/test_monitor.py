@@ -9,10 +9,11 @@ from urllib.parse import urlsplit
 import pytest
 from rich.console import Console
 
-from datapipe import monitor, runner
-from datapipe.manifest import load_manifest
-from datapipe.progress import RunProgress
-from datapipe.task import PROGRESS_TOPIC
+from datapipe import monitor
+from datapipe.cli.progress import RunProgress
+from datapipe.engine import runner
+from datapipe.engine.task import PROGRESS_TOPIC
+from datapipe.manifest.load import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 

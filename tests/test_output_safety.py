@@ -14,8 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe.io.paths import InputError, canonical_input, has_input_extension, resolve_inputs
-from datapipe.output_lock import LOCK_NAME, OutputLock, OutputLockedError, read_lock
+from datapipe.engine.lock import LOCK_NAME, OutputLock, OutputLockedError, read_lock
+from datapipe.io.paths import (
+    InputError,
+    canonical_input,
+    has_input_extension,
+    resolve_inputs,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -139,8 +144,8 @@ def test_two_concurrent_runs_second_refuses_first_unaffected(tmp_path, data_dir,
     out1, err1 = first.communicate(timeout=300)
     assert first.returncode == 0, err1
     # the first run's output is that of a run alone (made in this process, on conftest's warm cluster)
-    from datapipe import runner
-    from datapipe.manifest import load_manifest
+    from datapipe.engine import runner
+    from datapipe.manifest.load import load_manifest
 
     fresh = tmp_path / "fresh"
     (tmp_path / "f").mkdir()
@@ -155,9 +160,9 @@ def test_two_concurrent_runs_second_refuses_first_unaffected(tmp_path, data_dir,
 # ------------------------------------------------------------------ the end-of-run invariant
 
 def test_invariant_names_the_file_and_count(tmp_path):
-    from datapipe.verify import InvariantError, verify_run
-
     from verify_util import one_task_run
+
+    from datapipe.engine.verify import InvariantError, verify_run
 
     t, led, rec = one_task_run(tmp_path)
     assert verify_run(str(tmp_path), None, led, rec)["documents"] == 2
@@ -178,10 +183,11 @@ def test_invariant_names_the_file_and_count(tmp_path):
 # ------------------------------------------------------------------ stage errors keep their story
 
 def test_stage_exception_keeps_message_and_errors_only_its_batch(tmp_path, caplog):
-    from datapipe.ledger import Ledger
-    from datapipe.schema import document_schema
+    from datapipe.engine.ledger import Ledger
+    from datapipe.engine.task import TaskOutputs, _rows_to_table, run_stages
+    from datapipe.engine.task_plan import TaskSpec
+    from datapipe.formats.documents import document_schema
     from datapipe.stage import Stage
-    from datapipe.task import TaskOutputs, TaskSpec, _rows_to_table, run_stages
 
     class Boom(Stage):
         name = "boom"
@@ -234,8 +240,8 @@ def test_files_datapipe_did_not_write_are_never_removed(tmp_path, data_dir):
     anything is removed (before, ``documents/notes.txt`` was deleted without a word)."""
     import yaml
 
-    from datapipe.cli import main as cli_main
-    from datapipe.plan import PlanError, stale_files
+    from datapipe.cli.main import main as cli_main
+    from datapipe.engine.plan import PlanError, stale_files
 
     out = tmp_path / "out"
     for d in ("documents", "errors", "rejected"):
@@ -260,7 +266,7 @@ def test_files_datapipe_did_not_write_are_never_removed(tmp_path, data_dir):
 def test_killed_writers_markers_and_ledger_are_stale(tmp_path):
     """A run killed while writing a phase marker or the ledger leaves ``<name>.tmp-<hex>`` (seen
     after kill -9 in phase 3: ``_phases/tokenize.json.tmp-6aba0972``); the next run removes it."""
-    from datapipe.plan import stale_files
+    from datapipe.engine.plan import stale_files
 
     out = tmp_path / "out"
     (out / "_phases").mkdir(parents=True)
@@ -275,7 +281,7 @@ def test_dry_run_names_an_output_it_could_not_write(tmp_path, data_dir, capsys):
     there as in the real run (exit 2 naming it), not a plan that the run then refuses."""
     import yaml
 
-    from datapipe.cli import main as cli_main
+    from datapipe.cli.main import main as cli_main
 
     warc = str(data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.gz")
     afile = tmp_path / "out.txt"

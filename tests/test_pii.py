@@ -9,10 +9,19 @@ import re
 
 import pyarrow as pa
 import pytest
+from datapipe.stages.pii import (
+    PIIMask,
+    find_pii,
+    mask_emails,
+    mask_ips,
+    mask_phone_numbers,
+    mask_pii,
+    region_for,
+    region_for_host,
+    too_much_pii,
+)
 
 from datapipe.env import shared_cases, shared_data
-from datapipe.stages.pii import (PIIMask, find_pii, mask_emails, mask_ips, mask_phone_numbers, mask_pii,
-                                 region_for, region_for_host, too_much_pii)
 
 # ---- CS336 assignment 4 (EXPECTATIONS.md) -------------------------------------------------
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from datapipe.inspect_cli import EPILOG
-from datapipe.manifest import load_manifest
+from datapipe.cli.inspect import EPILOG
+from datapipe.manifest.load import load_manifest
 from datapipe.stage import registry
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,8 +58,8 @@ def test_example_can_match_rows(kind, where):
             assert not scored or lang in scored, f"{where!r}: {cls.name} scores {scored}, not {lang!r}"
     if kind != "kept":
         return
-    from datapipe.inspect import InspectError
-    from datapipe.inspect_rules import decider_for
+    from datapipe.inspect.reader import InspectError
+    from datapipe.inspect.rules import decider_for
 
     for col, op, num in _BOUND.findall(where):
         if col not in owner:

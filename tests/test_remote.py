@@ -8,13 +8,20 @@ import shutil
 import time
 
 import pytest
-
-from datapipe.io.paths import open_input, resolve_inputs
-from datapipe.ledger import Ledger
-from scale_helpers import (SMALL, assert_same_output, free_port, http_server, manifest_for,
-                           stage_counts, warcio_record_counts)
+from scale_helpers import (
+    SMALL,
+    assert_same_output,
+    free_port,
+    http_server,
+    manifest_for,
+    stage_counts,
+    warcio_record_counts,
+)
 from scale_helpers import run_local as _run_local
-from datapipe import runner
+
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
+from datapipe.io.paths import open_input, resolve_inputs
 
 BLOCK = 64 * 1024  # small fsspec blocks so that every sample file needs several ranged reads
 #: These tests are about reading and writing remote data: phase 1 only (the global phases read
@@ -173,8 +180,8 @@ def test_missing_crawl_listing_is_a_clear_error(tmp_path):
 @pytest.fixture(scope="module")
 def s3():
     """moto's S3 server on 127.0.0.1 (a real HTTP endpoint the Dask workers reach), and an s3fs."""
-    from moto.server import ThreadedMotoServer
     import s3fs
+    from moto.server import ThreadedMotoServer
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

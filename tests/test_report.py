@@ -5,10 +5,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from datapipe import cli, report, runner
-from datapipe.manifest import load_manifest
 from scale_helpers import SMALL_RUN_STAGES, manifest_for
+
+from datapipe.cli import main as cli
+from datapipe.engine import runner
+from datapipe.inspect import report
+from datapipe.manifest.load import load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,13 +16,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 import yaml
-
-from datapipe import runner
-from datapipe.cli import main as cli_main
-from datapipe.manifest import _set, load_manifest
 from scale_helpers import MANIFEST, stage_counts
+
+from datapipe.cli.main import main as cli_main
+from datapipe.engine import runner
+from datapipe.manifest.load import _set, load_manifest
 
 WARC = ["dolma_wget_sample-0000.warc.gz", "resiliparse_CC-MAIN-2020-34_excerpt.warc.gz",
         "whirlwind_CC-MAIN-2024-22.warc.gz"]
@@ -224,7 +223,7 @@ class _FailReads(WorkerPlugin):
         self.target = target
 
     def setup(self, worker):
-        import datapipe.task as task
+        import datapipe.engine.task as task
 
         if not hasattr(task, "_real_read_input"):
             task._real_read_input = task.read_input
@@ -237,13 +236,13 @@ class _FailReads(WorkerPlugin):
         task.read_input = read_input
 
     def teardown(self, worker):
-        import datapipe.task as task
+        import datapipe.engine.task as task
 
         task.read_input = task._real_read_input
 
 
 def _reads_as_before() -> bool:
-    import datapipe.task as task
+    import datapipe.engine.task as task
 
     return task.read_input is getattr(task, "_real_read_input", task.read_input)
 

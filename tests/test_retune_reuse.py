@@ -1,4 +1,4 @@
-"""Row-level reuse of stored stage outputs in a retune (datapipe/task_reuse.py).
+"""Row-level reuse of stored stage outputs in a retune (datapipe/engine/task_reuse.py).
 
 A phase-1 task is run in-process (no cluster) on a small JSONL file, then rerun into the same
 output with one threshold changed. The retuned shards must equal, byte for byte, those of a fresh
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from datapipe import task_reuse
+from datapipe.engine import task_reuse
+from datapipe.engine.task import KINDS, run_file_task
+from datapipe.engine.task_plan import plan_specs
 from datapipe.io.paths import canonical_input, input_identity
-from datapipe.task import KINDS, plan_specs, run_file_task
 
 WORDS = ("river stone bridge lantern window garden market harbour meadow orchard village teacher doctor "
          "baker painter writer farmer sailor morning evening summer winter yellow silver quiet gentle "
@@ -120,9 +121,9 @@ def test_two_changes_in_a_row_and_back_equal_fresh_runs(tmp_path, jsonl):
 
 
 def test_stage_exception_on_a_subset_errors_the_whole_batch_as_a_fresh_run(tmp_path, jsonl, monkeypatch):
-    from datapipe.stage import registry
-
     import pyarrow.parquet as pq
+
+    from datapipe.stage import registry
 
     out = tmp_path / "out"
     _run(jsonl, tmp_path / "probe", _chain(20))

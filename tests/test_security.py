@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import runner
-from datapipe.manifest import Cluster, ManifestError, load_manifest
-from datapipe.task import task_id_for
+from datapipe.engine import runner
+from datapipe.engine.task_plan import task_id_for
+from datapipe.manifest.load import Cluster, ManifestError, load_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def _write(tmp: Path, text: str) -> Path:
 
 # ------------------------------------------------------------------ manifests are data
 
-@pytest.mark.parametrize("name", ["os.system", "datapipe.task.run_file_task", "builtins.eval", "__import__"])
+@pytest.mark.parametrize("name", ["os.system", "datapipe.engine.task.run_file_task", "builtins.eval", "__import__"])
 def test_code_named_as_a_stage_is_refused(tmp_path, name):
     p = _write(tmp_path, f"inputs: {{paths: [a.warc.gz]}}\noutput: out\nstages:\n  - {json.dumps(name)}: {{}}\n")
     with pytest.raises(ManifestError) as e:
@@ -61,7 +61,7 @@ _QUALIFIED = {("importlib", "import_module"), ("builtins", "eval"), ("builtins",
 #: The only dynamic imports, each over a fixed list in the source: CLI subcommands, phase modules
 #: (stages.phases.PHASE_MODULES), stage modules (stages.STAGE_MODULES); and the extraction sandbox's
 #: pickles, exchanged with its own child process over a pipe (never read from inputs or manifests).
-_ALLOWED = {("datapipe/cli.py", "import_module"), ("stages/phases/__init__.py", "import_module"),
+_ALLOWED = {("datapipe/cli/main.py", "import_module"), ("stages/phases/__init__.py", "import_module"),
             ("stages/__init__.py", "import_module"), ("stages/lib/extract_sandbox.py", "loads")}
 
 
@@ -81,12 +81,13 @@ def test_no_eval_or_dynamic_import_beyond_the_allow_lists():
 
 def test_sections_come_only_from_the_fixed_phase_list():
     """A manifest section is looked up only among the phases of the fixed PHASE_MODULES list."""
-    from datapipe.phase import phases, section_classes
     from datapipe.stages.phases import PHASE_MODULES
     from datapipe.stages.phases.dedup.config import DedupConfig
     from datapipe.stages.phases.report import ReportConfig
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
+
+    from datapipe.phase import phases, section_classes
 
     assert {p.__module__ for p in phases()} <= set(PHASE_MODULES)
     assert section_classes() == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig,

@@ -14,9 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from datapipe.engine.task import KINDS, run_file_task
+from datapipe.engine.task_plan import SCHEMA_VERSION, plan_specs, prefix_fingerprints
 from datapipe.io.paths import canonical_input, input_identity
 from datapipe.stage import REJECT, registry, with_column
-from datapipe.task import KINDS, SCHEMA_VERSION, plan_specs, prefix_fingerprints, run_file_task
 
 CHAIN = [{"fineweb": {}}, {"gopher_quality": {"min_words": 5, "min_stop_words": 0}}, {"pii": {}}]
 
@@ -89,7 +90,7 @@ def test_rerun_after_a_stage_code_change_equals_a_fresh_run_when_versioned(tmp_p
 
 
 def test_records_without_versions_count_as_version_one(monkeypatch):
-    from datapipe.task_reuse import unchanged_stages
+    from datapipe.engine.task_reuse import unchanged_stages
 
     assert unchanged_stages({"stages": CHAIN}, CHAIN) == [True, True, True]
     monkeypatch.setattr(registry()["gopher_quality"], "version", 2)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import runner
-from datapipe.ledger import Ledger
-from datapipe.manifest import load_manifest
-from datapipe.task import task_id_for
+from datapipe.engine import runner
+from datapipe.engine.ledger import Ledger
+from datapipe.engine.task_plan import task_id_for
+from datapipe.manifest.load import load_manifest
 
 BIN = Path(sys.executable).parent
 SMALL_TEXTS = [f"Document number {i} talks about the river valley and the bakery on the corner." for i in range(7)]
@@ -150,7 +150,7 @@ def test_cli_lists_failed_files_and_exits_4(capsys):
     """The CLI's report of failed files (the slow test runs it for real)."""
     from rich.console import Console
 
-    from datapipe.run_cli import EXIT_FILES_FAILED, _print_failed
+    from datapipe.cli.run import EXIT_FILES_FAILED, _print_failed
 
     con = Console(stderr=True, width=200)
     assert _print_failed(con, []) == 0

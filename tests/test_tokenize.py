@@ -3,19 +3,25 @@ from __future__ import annotations
 
 import json
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import fsspec
+from datapipe.stages.phases.tokenize.bpe_training import train_bpe
+from datapipe.stages.phases.tokenize.tokenizer import (
+    TokenizeConfig,
+    TokenizerError,
+    load_tokenizer,
+    token_dtype,
+)
+from phase3_util import cc_docs
 from tokenizers import Tokenizer
 
-from datapipe.cli import main as cli_main
+from datapipe.cli.main import main as cli_main
 from datapipe.env import shared_cases
+from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.loader import TokenShardDataset
-from datapipe.stages.phases.tokenize.tokenizer import (AtomicParquetWriter, TokenizeConfig, TokenizerError, ids_array,
-                                      load_tokenizer, token_dtype, token_schema, train_bpe)
-from phase3_util import cc_docs
 
 
 @pytest.fixture(scope="module")

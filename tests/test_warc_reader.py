@@ -1,8 +1,9 @@
 """Reading cases from ../shared/cases and the real WARC samples, as each .expect file states."""
 from collections import Counter
 
-from datapipe.io.warc import iter_records
 from pipeline_helpers import extract_rows, read_items
+
+from datapipe.io.warc import iter_records
 
 
 def _docs(items):

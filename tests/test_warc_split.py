@@ -9,10 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from datapipe.engine.task import KINDS, run_file_task
+from datapipe.engine.task_plan import plan_specs
 from datapipe.env import shared_data
 from datapipe.io.readers import read_input
 from datapipe.io.warc_parts import sync, warc_byte_ranges
-from datapipe.task import KINDS, plan_specs, run_file_task
 
 SRC = shared_data() / "warc" / "realpages-1171.warc.gz"
 

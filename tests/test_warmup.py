@@ -1,10 +1,10 @@
-"""Worker warm-up (datapipe/warmup.py): the chain set up beside the first task, each stage once."""
+"""Worker warm-up (datapipe/engine/warmup.py): the chain set up beside the first task, each stage once."""
 from __future__ import annotations
 
 import threading
 import time
 
-from datapipe import task, warmup
+from datapipe.engine import task, warmup
 from datapipe.stage import Stage, StageConfig
 
 
@@ -116,7 +116,7 @@ def test_the_import_thread_loads_the_modules_tasks_unpickle():
     import subprocess
     import sys
 
-    mods = ["datapipe.task", "datapipe.stages.phases.dedup.near", "datapipe.stages.phases.tokenize.phase"]
+    mods = ["datapipe.engine.task", "datapipe.stages.phases.dedup.near", "datapipe.stages.phases.tokenize.phase"]
     code = (f"import sys; from datapipe import warmup; mods = {mods!r}\n"
             "before = [m in sys.modules for m in mods]; warmup.import_task_modules()\n"
             "print(before, [m in sys.modules for m in mods])")

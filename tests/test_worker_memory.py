@@ -7,9 +7,9 @@ from distributed import KilledWorker
 from distributed.system import MEMORY_LIMIT
 from pydantic import ValidationError
 
-from datapipe.manifest import AUTO_MEMORY_SHARE, Cluster
-from datapipe.task import TaskSpec
-from datapipe.task_failure import failure_detail
+from datapipe.engine.task_failure import failure_detail
+from datapipe.engine.task_plan import TaskSpec
+from datapipe.manifest.load import AUTO_MEMORY_SHARE, Cluster
 
 
 @pytest.mark.parametrize("workers", [1, 2, 7, 64])

@@ -1,10 +1,10 @@
-"""A one-task run folder that passes ``datapipe.verify.verify_run``, for the tests that break it."""
+"""A one-task run folder that passes ``datapipe.engine.verify.verify_run``, for the tests that break it."""
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-
-from datapipe.ledger import Ledger
 from dedup_fixtures import documents_table
+
+from datapipe.engine.ledger import Ledger
 
 
 def one_task_run(root):

@@ -25,8 +25,8 @@ def main() -> None:
     from bench_fixed_cost import MANIFEST, one_record
     from distributed import get_task_stream
 
-    from datapipe import runner
-    from datapipe.manifest import load_manifest
+    from datapipe.engine import runner
+    from datapipe.manifest.load import load_manifest
 
     with tempfile.TemporaryDirectory() as tmp:
         inp = one_record(1, Path(tmp) / "one.warc.gz")

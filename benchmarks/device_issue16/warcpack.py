@@ -1,6 +1,12 @@
 """Pack a per-record-gzip WARC as one zstd stream (smaller to carry) and rebuild it byte for byte."""
-import hashlib, json, struct, sys, zlib
+import hashlib
+import json
+import struct
+import sys
+import zlib
+
 import zstandard
+
 
 def pack(src, dst):
     data = open(src, "rb").read()

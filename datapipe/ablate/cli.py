@@ -55,7 +55,7 @@ def _overrides(args) -> dict:
 def cmd_ablate(args) -> int:
     from datapipe.ablate.data import RunNotReady
     from datapipe.ablate.manifest import load_ablation_manifest
-    from datapipe.manifest import ManifestError
+    from datapipe.manifest.load import ManifestError
 
     try:
         m = load_ablation_manifest(args.manifest, _overrides(args))

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from datapipe.stages.phases.tokenize.mixture import MixConfig, doc_uniform, plan_mixture
+from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.io.parquet import write_json_atomic
-from datapipe.stages.phases.tokenize.tokenizer import AtomicParquetWriter, ids_array, token_schema
+from datapipe.stages.phases.tokenize.mixture import MixConfig, doc_uniform, plan_mixture
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _COLS = ["doc_id", "domain", "num_tokens", "input_ids"]
@@ -202,13 +202,11 @@ def mixture_summary(pool: Pool, weights: dict[str, float], sel: dict) -> dict:
 def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
     """Texts of the extra files, encoded with the run's tokenizer (its manifest config)."""
     import glob
-
-    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
-
     import gzip
     import os
 
     from datapipe.env import shared_data
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     shared = str(shared_data())  # $DATAPIPE_SHARED_DATA, defaulting like the rest of datapipe
     expanded = [os.path.expandvars(p.replace("${DATAPIPE_SHARED_DATA}", shared)

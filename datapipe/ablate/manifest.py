@@ -10,9 +10,16 @@ import json
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from datapipe.manifest import ManifestError, read_yaml_mapping, validation_message
+from datapipe.manifest.load import ManifestError, read_yaml_mapping, validation_message
 
 
 class _Strict(BaseModel):

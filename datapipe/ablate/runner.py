@@ -24,7 +24,13 @@ import time
 from pathlib import Path
 
 from datapipe.ablate.checks import check_eval_sets, effective_mixtures
-from datapipe.ablate.data import load_pool, materialize, natural_shares, vocab_map, write_eval_sets
+from datapipe.ablate.data import (
+    load_pool,
+    materialize,
+    natural_shares,
+    vocab_map,
+    write_eval_sets,
+)
 from datapipe.ablate.manifest import AblationManifest
 from datapipe.ablate.mixtures import candidates, mixture_id
 

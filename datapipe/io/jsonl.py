@@ -26,8 +26,14 @@ import json
 import re
 from typing import Iterator
 
-from datapipe.io.members import (MAX_RECORD_BYTES, Damage, Decoded, RawInput, compression_from_name,
-                                  sniff)
+from datapipe.io.members import (
+    MAX_RECORD_BYTES,
+    Damage,
+    Decoded,
+    RawInput,
+    compression_from_name,
+    sniff,
+)
 from datapipe.io.paths import open_input
 from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item

@@ -24,17 +24,34 @@ from collections.abc import Iterator
 
 import zstandard
 
-from datapipe.io.member_readers import (_PROBE, Member, _Gap, _gzip_start_ok, _GzipMember, _resync, _zstd_start_ok,
-                                        _ZstdFrame)
-from datapipe.io.raw_input import (_SKIP_HI, _SKIP_LO, BLANK, DICT_MAGIC, GZIP_MAGIC, ZSTD_MAGIC, RawInput,
-                                   compression_from_name, sniff)
+from datapipe.io.member_readers import (
+    _PROBE,
+    Member,
+    _Gap,
+    _gzip_start_ok,
+    _GzipMember,
+    _resync,
+    _zstd_start_ok,
+    _ZstdFrame,
+)
+from datapipe.io.raw_input import (
+    _SKIP_HI,
+    _SKIP_LO,
+    BLANK,
+    DICT_MAGIC,
+    GZIP_MAGIC,
+    ZSTD_MAGIC,
+    RawInput,
+    compression_from_name,
+    sniff,
+)
 
 # The readers' public names stay importable from here.
 __all__ = ["BLANK", "DICT_MAGIC", "GZIP_MAGIC", "MAX_RECORD_BYTES", "ZSTD_MAGIC", "Damage", "Decoded", "Member",
            "RawInput", "compression_from_name", "members", "sniff"]
 
 #: Default cap on one record's decompressed size, bytes (``inputs.max_record_bytes``; see
-#: datapipe.manifest.Inputs for why 32 MiB).
+#: datapipe.manifest.load.Inputs for why 32 MiB).
 MAX_RECORD_BYTES = 32 * 2**20
 _MAX_DICT = 16 << 20    # a larger WARC-zstd dictionary frame is not loaded
 

@@ -184,7 +184,7 @@ def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None
     never held in memory. A file of 0 bytes is one ``errored`` ``read:empty_file`` item. A file
     that cannot be opened raises (FileNotFoundError, PermissionError, ...): its task fails, is
     retried, and the runner errors the file as a whole (``task:exception:<Type>``, one ledger row,
-    listed among the failed files; see datapipe.task_failure). Raises ValueError for an unknown format.
+    listed among the failed files; see datapipe.engine.task_failure). Raises ValueError for an unknown format.
     """
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt not in READERS:

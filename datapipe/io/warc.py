@@ -25,8 +25,18 @@ import zlib
 from typing import BinaryIO, Callable, ContextManager, Iterator
 
 from datapipe.io.members import BLANK, MAX_RECORD_BYTES, sniff
-from datapipe.io.warc_record import _CHUNK, _NEXT_RECORD, WarcRecord, _parse_header_block, finish_record
-from datapipe.io.warc_tolerant import MAX_HEADER_BYTES, SKIP_FACTOR, iter_records_tolerant
+from datapipe.io.warc_record import (
+    _CHUNK,
+    _NEXT_RECORD,
+    WarcRecord,
+    _parse_header_block,
+    finish_record,
+)
+from datapipe.io.warc_tolerant import (
+    MAX_HEADER_BYTES,
+    SKIP_FACTOR,
+    iter_records_tolerant,
+)
 
 # Re-exported: callers import these from here.
 __all__ = ["MAX_HEADER_BYTES", "MAX_RECORD_BYTES", "SKIP_FACTOR", "FallbackNeeded", "WarcRecord",

@@ -24,7 +24,7 @@ from typing import BinaryIO, Iterator
 from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.io.warc import WarcRecord, iter_records
 
-#: What a byte-range part's records look like, for lineage (``datapipe.task_plan``): 2, error
+#: What a byte-range part's records look like, for lineage (``datapipe.engine.task_plan``): 2, error
 #: details name file bytes, not the window's. Parts stored by an older version are read again.
 VERSION = 2
 _GZIP_MAGIC = b"\x1f\x8b\x08"

@@ -23,8 +23,20 @@ from __future__ import annotations
 import re
 from typing import BinaryIO, Iterator
 
-from datapipe.io.members import BLANK, MAX_RECORD_BYTES, Member, RawInput, members, sniff
-from datapipe.io.warc_record import _CHUNK, _NEXT_RECORD, WarcRecord, _parse_header_block
+from datapipe.io.members import (
+    BLANK,
+    MAX_RECORD_BYTES,
+    Member,
+    RawInput,
+    members,
+    sniff,
+)
+from datapipe.io.warc_record import (
+    _CHUNK,
+    _NEXT_RECORD,
+    WarcRecord,
+    _parse_header_block,
+)
 
 #: Longest WARC header block read (bytes); WARC headers are a few hundred bytes, URLs up to ~64 KiB.
 MAX_HEADER_BYTES = 1 << 20

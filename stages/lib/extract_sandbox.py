@@ -71,7 +71,7 @@ class Sandbox:
             self._start()
 
     def _start(self) -> None:
-        from datapipe.procenv import sandbox_environ
+        from datapipe.engine.procenv import sandbox_environ
 
         # -P: no working directory on sys.path, so a checkout's ``datapipe/`` folder (which lacks
         # ``datapipe.stages``: see pyproject's package-dir) cannot shadow the installed package.

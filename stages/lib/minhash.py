@@ -25,7 +25,6 @@ from functools import lru_cache
 
 import numpy as np
 import xxhash
-
 from datapipe.stages.lib.normalize import INVISIBLE, normalize_text
 
 U64 = np.uint64

@@ -93,7 +93,12 @@ def export_dolma(run_dir: str, source_name: str = "datapipe", storage_options: d
 
 # ------------------------------------------------------------------ the registered phase
 
-from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+from datapipe.phase import (  # noqa: E402
+    Phase,
+    PhaseContext,
+    PhaseResult,
+    register_phase,
+)
 
 
 @register_phase

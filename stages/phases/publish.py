@@ -6,10 +6,15 @@ phase writes ``documents/``).
 """
 from __future__ import annotations
 
+from datapipe.stages.phases.dedup.phase import (
+    SOURCE,
+    _documents_present,
+    remove_leftover_temps,
+)
+
+from datapipe.engine.shuffle_store import Store
+from datapipe.formats.documents import without_snapshots
 from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
-from datapipe.schema import without_snapshots
-from datapipe.stages.phases.dedup.phase import SOURCE, _documents_present, remove_leftover_temps
-from datapipe.stages.phases.dedup.shuffle_store import Store
 
 
 def _copy(store: Store, name: str) -> int:

@@ -1,5 +1,5 @@
 """Phase ``report``: ``OUTPUT/report.html``, the run explained (funnel, reasons, languages, dedup
-clusters, tokens per domain, time per stage; see datapipe.report). Section ``report:``
+clusters, tokens per domain, time per stage; see datapipe.inspect.report). Section ``report:``
 (``enabled: false`` skips it, e.g. in tests; ``histograms: true`` also draws one histogram per
 signal column, which ``datapipe report RUN_DIR`` does on demand). Reads every output, so any change
 redraws it; a failure to draw is a warning, never a failed run."""
@@ -47,7 +47,7 @@ class ReportPhase(Phase):
         return ["report.html"]
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
-        from datapipe.report import write_report
+        from datapipe.inspect.report import write_report
 
         ctx.progress("draw the report")
         cfg = self.manifest.section("report") or ReportConfig()

@@ -20,11 +20,19 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-
 from datapipe.stages.phases.dedup.near import write_edges
-from datapipe.stages.phases.dedup.shuffle_store import U64, partition_of
-from datapipe.stages.phases.dedup.steps import (EDGES, NEAR, Ctx, node_rows, order_cols, order_schema,
-                                                pick_representatives, shard_of)
+from datapipe.stages.phases.dedup.steps import (
+    EDGES,
+    NEAR,
+    Ctx,
+    node_rows,
+    order_cols,
+    order_schema,
+    pick_representatives,
+    shard_of,
+)
+
+from datapipe.engine.shuffle_store import U64, partition_of
 
 MAX_ITERATIONS = 64
 LABELS = pa.schema([("node", pa.uint64()), ("comp", pa.uint64())])

@@ -5,10 +5,11 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT
+from datapipe.stages.phases.dedup.survivor import Criterion
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from datapipe.ranges import Seed
-from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT, Criterion
+from datapipe.manifest.ranges import Seed
 
 
 class _Strict(BaseModel):
@@ -144,7 +145,9 @@ class DedupConfig(_Strict):
 
 
 def _fp(threshold: float, b: int, r: int) -> float:
-    from scipy.integrate import quad  # ~1 s to import (scipy.special, optimize): only on a near tie
+    from scipy.integrate import (
+        quad,  # ~1 s to import (scipy.special, optimize): only on a near tie
+    )
 
     return quad(lambda s: 1 - (1 - s ** r) ** b, 0.0, threshold)[0]
 

@@ -19,11 +19,20 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
 from datapipe.stages.lib.minhash import jaccard_estimate, shingle_sets
 from datapipe.stages.lib.normalize import nfkc
-from datapipe.stages.phases.dedup.shuffle_store import U64, mix64, partition_of
-from datapipe.stages.phases.dedup.steps import EDGES, Ctx, Shard, _live_mask, _nodes, edits, node_rows, shard_of
+from datapipe.stages.phases.dedup.steps import (
+    EDGES,
+    Ctx,
+    Shard,
+    _live_mask,
+    _nodes,
+    edits,
+    node_rows,
+    shard_of,
+)
+
+from datapipe.engine.shuffle_store import U64, mix64, partition_of
 
 _BANDS = pa.schema([("bh", pa.uint64()), ("node", pa.uint64())])
 _SET_BLOCK = 2048   # nodes per block of a sets file (a reader fetches whole blocks)
@@ -233,7 +242,9 @@ def verify_dst(ctx: Ctx, j: int) -> tuple[int, int]:
             snodes, sv, so = _read_sets(ctx, int(s), np.unique(src[sel]))
             ia = np.searchsorted(snodes, src[sel])
             if m.verify == "exact":
-                from datapipe.stages.lib.minhash_kernel import pair_jaccard  # numba: imported where used
+                from datapipe.stages.lib.minhash_kernel import (
+                    pair_jaccard,  # numba: imported where used
+                )
 
                 jac = pair_jaccard(sv, so, ia.astype(np.int64), dv, do, dinv[sel].astype(np.int64))
             else:

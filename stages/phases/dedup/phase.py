@@ -30,16 +30,23 @@ from collections import Counter
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from datapipe.io.parquet import remove_temporaries
-from datapipe.ledger import StageCounts
-from datapipe.schema import without_snapshots
 from datapipe.stages.phases.dedup import components, near, ngram, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.steps import EXACT, LINES, LISTING, NEAR, Ctx, drops_of
-from datapipe.stages.phases.dedup.shuffle_store import Store
+from datapipe.stages.phases.dedup.steps import (
+    EXACT,
+    LINES,
+    LISTING,
+    NEAR,
+    Ctx,
+    drops_of,
+)
 
-SOURCE = "_filtered"  # phase-1 kept rows (datapipe.task.KINDS)
+from datapipe.engine.ledger import StageCounts
+from datapipe.engine.shuffle_store import Store
+from datapipe.formats.documents import without_snapshots
+from datapipe.io.parquet import remove_temporaries
+
+SOURCE = "_filtered"  # phase-1 kept rows (datapipe.engine.task.KINDS)
 
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"
@@ -348,7 +355,12 @@ __all__ = ["run_dedup", "load_stats", "fingerprint", "step_names", "DedupConfig"
 
 # ------------------------------------------------------------------ the registered phase
 
-from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+from datapipe.phase import (  # noqa: E402
+    Phase,
+    PhaseContext,
+    PhaseResult,
+    register_phase,
+)
 
 
 @register_phase

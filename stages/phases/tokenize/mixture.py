@@ -19,7 +19,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from datapipe.ranges import NonNegFloat
+from datapipe.manifest.ranges import NonNegFloat
 
 _TWO64 = float(2**64)
 

@@ -28,12 +28,22 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from datapipe.stages.phases.tokenize.mixture import (
+    DomainAssigner,
+    MixConfig,
+    copies,
+    plan_mixture,
+    shuffle_keys,
+)
+from datapipe.stages.phases.tokenize.tokenizer import (
+    TextTokenizer,
+    TokenizeConfig,
+    load_tokenizer,
+    resolve_files,
+)
 
-from datapipe.io.parquet import remove_temporaries
-from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
-from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
-from datapipe.stages.phases.tokenize.tokenizer import TextTokenizer, TokenizeConfig, load_tokenizer, resolve_files
-from datapipe.io.parquet import write_json_atomic
+from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
+from datapipe.io.parquet import remove_temporaries, write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _KEYED = [pa.field("key", pa.int64(), nullable=False)]
@@ -253,7 +263,12 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
 
 # ------------------------------------------------------------------ the registered phase
 
-from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+from datapipe.phase import (  # noqa: E402
+    Phase,
+    PhaseContext,
+    PhaseResult,
+    register_phase,
+)
 
 
 @register_phase

@@ -40,12 +40,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from datapipe.env import shared_data
-from datapipe.stages.phases.tokenize.bpe_training import train_bpe
-from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
-
-# The shard format and BPE training moved out; their names stay importable from here.
-__all__ = ["AtomicParquetWriter", "TextTokenizer", "TokenizeConfig", "TokenizerError", "ids_array", "load_tokenizer",
-           "resolve_files", "token_dtype", "token_schema", "train_bpe"]
 
 
 class TokenizerError(ValueError):
@@ -96,7 +90,7 @@ class TokenizeConfig(BaseModel):
     @field_validator("output")
     @classmethod
     def _inside_run(cls, v: str) -> str:
-        from datapipe.safe_paths import check_output_subdir
+        from datapipe.engine.safe_paths import check_output_subdir
 
         return check_output_subdir(v)
 

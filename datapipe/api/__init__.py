@@ -1,0 +1,1 @@
+"""The Python API: ``datapipe.Pipeline``, ``datapipe.dedup``, ``Stage.apply``."""

@@ -1,0 +1,1 @@
+"""The ``datapipe`` command line: one module per command."""

@@ -1,0 +1,210 @@
+"""``datapipe stages`` (every stage, its settings, defaults and ranges) and ``datapipe schema``
+(the manifest's JSON Schema, for editors): both read the same pydantic classes the manifest is
+validated with, so they cannot drift from what ``datapipe run`` accepts."""
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from datapipe.cli.termfmt import cannot_write, ellipsize
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def add_cli(sub) -> None:
+    """Register ``stages`` and ``schema``."""
+    p = sub.add_parser("stages", help="list the stages: settings, defaults, ranges, where they are defined",
+                       description="Every registered stage with its config fields (type, default, allowed range), "
+                                   "the columns it reads and adds, and its source. With NAME: that stage's whole "
+                                   "docstring too.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="one stage (e.g. gopher_quality)")
+    p.add_argument("--json", action="store_true", help="print JSON (every default in full)")
+    p.set_defaults(func=cmd_stages)
+    s = sub.add_parser("schema", help="print the JSON Schema of a manifest (for editors' YAML validation)",
+                       description="The JSON Schema (draft 2020-12) of a manifest: top-level keys, each stage's "
+                                   "config, each phase section. Point an editor at it (e.g. a "
+                                   "'# yaml-language-server: $schema=datapipe.formats.documents.json' first line).")
+    s.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
+    s.set_defaults(func=cmd_schema)
+
+
+# ----------------------------------------------------------------------------- the catalogue
+
+def _type(s: dict) -> str:
+    """A short type name of a JSON Schema fragment (``float | None``, ``list[str]``...)."""
+    if "anyOf" in s:
+        return " | ".join(dict.fromkeys(_type(x) for x in s["anyOf"]))
+    if "enum" in s:
+        return " | ".join(json.dumps(v) for v in s["enum"])
+    if "const" in s:
+        return json.dumps(s["const"])
+    t = s.get("type")
+    if t == "array":
+        return f"list[{_type(s.get('items', {}))}]" if s.get("items") else "list"
+    if t == "object":
+        v = s.get("additionalProperties")
+        return f"dict[str, {_type(v)}]" if isinstance(v, dict) else "dict"
+    return {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "None"}.get(t, t or "any")
+
+
+def _range(s: dict) -> str:
+    """``[0, 1]``, ``>= 1``, ``(0, 1)``... of a fragment (numbers inside ``anyOf``/maps too); '' if none."""
+    inner = s.get("additionalProperties")
+    for part in s.get("anyOf", []) + ([inner] if isinstance(inner, dict) else []):
+        r = _range(part)
+        if r:
+            return r
+    lo, lo_x = (s["minimum"], False) if "minimum" in s else (s.get("exclusiveMinimum"), True)
+    hi, hi_x = (s["maximum"], False) if "maximum" in s else (s.get("exclusiveMaximum"), True)
+    if lo is not None and hi is not None:
+        return f"{'(' if lo_x else '['}{lo:g}, {hi:g}{')' if hi_x else ']'}"
+    if lo is not None:
+        return f"{'>' if lo_x else '>='} {lo:g}"
+    if hi is not None:
+        return f"{'<' if hi_x else '<='} {hi:g}"
+    return ""
+
+
+def _source(cls) -> str:
+    """``stages/gopher.py:342``: where the class is defined, relative to the checkout when inside it."""
+    try:
+        path = Path(inspect.getsourcefile(cls) or "")
+        line = inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return cls.__module__
+    root = Path(__file__).resolve().parent.parent
+    try:
+        path = path.resolve().relative_to(root)
+    except ValueError:
+        pass
+    return f"{path}:{line}"
+
+
+def stage_catalog() -> list[dict]:
+    """Every registered stage, in registration order: ``name``, ``class``, ``source`` (file:line),
+    ``doc`` (class docstring), ``config_doc``, ``reads`` (columns besides text: ``Stage.reads``),
+    ``requires`` (those it cannot decide without), ``adds`` (signal columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``."""
+    from datapipe.stage import registry
+
+    out = []
+    for name, cls in registry().items():
+        schema = cls.Config.model_json_schema()
+        props = schema.get("properties", {})
+        fields = []
+        for fname, info in cls.Config.model_fields.items():
+            default = None if info.is_required() else info.get_default(call_default_factory=True)
+            fields.append({"field": fname, "type": _type(props.get(fname, {})),
+                           "default": json.loads(json.dumps(default, default=str)),
+                           "range": _range(props.get(fname, {})), "required": info.is_required()})
+        out.append({"name": name, "class": f"{cls.__module__}.{cls.__qualname__}", "source": _source(cls),
+                    "doc": inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or ""),
+                    "config_doc": inspect.cleandoc(cls.Config.__doc__ or "") if cls.Config.__doc__ else "",
+                    "reads": list(cls.reads), "requires": list(cls.requires), "adds": [f.name for f in cls.fields],
+                    "edits": list(cls.edits), "needs": list(cls.needs), "config": fields})
+    return out
+
+
+def _show_stage(out: Console, st: dict, full: bool) -> None:
+    import textwrap
+
+    out.rule(f"[bold]{st['name']}[/]", align="left")
+    first = st["doc"].split("\n\n", 1)[0].replace("\n", " ") if st["doc"] else "(no docstring)"
+    # Docstrings are laid out by their authors: printed as written (the terminal wraps long lines).
+    out.print(st["doc"] if full else first, highlight=False, markup=False, soft_wrap=full)
+    out.print(f"source: {st['source']}", highlight=False, markup=False)
+    cols = [f"{c} (required)" if c in st["requires"] else c for c in st["reads"]]
+    io = [("reads", ", ".join((["payload (the raw page)"] if st["needs"] else ["text"]) + cols)),
+          ("adds", ", ".join(st["adds"]) or "–")]
+    if st["edits"]:
+        io.append(("edits", ", ".join(st["edits"])))
+    for k, v in io:
+        for line in textwrap.wrap(f"{k}: {v}", max(out.width, 20), subsequent_indent="    "):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if full and st["config_doc"]:
+        out.print(st["config_doc"], highlight=False, markup=False, soft_wrap=True)
+    if not st["config"]:
+        return
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for col in ("setting", "type", "default", "range"):
+        t.add_column(col, no_wrap=col in ("setting", "range"), overflow="ellipsis")
+    for f in st["config"]:
+        d = "(required)" if f["required"] else json.dumps(f["default"], ensure_ascii=False)
+        t.add_row(*(Text(x) for x in (f["field"], f["type"], ellipsize(d, 60 if full else 28), f["range"] or "–")))
+    out.print(t)
+
+
+def cmd_stages(args) -> int:
+    out, err = Console(), Console(stderr=True)
+    cat = stage_catalog()
+    if args.name:
+        cat = [s for s in cat if s["name"] == args.name]
+        if not cat:
+            from datapipe.stages import names
+
+            err.print(f"[bold red]error:[/] unknown stage {args.name!r}; known: {', '.join(names())}", highlight=False)
+            return 2
+    if args.json:
+        sys.stdout.write(json.dumps(cat, indent=2) + "\n")
+        return 0
+    for st in cat:
+        _show_stage(out, st, full=bool(args.name))
+    if not args.name:
+        out.print("one stage in full: datapipe stages NAME; everything as JSON: datapipe stages --json", highlight=False)
+    return 0
+
+
+# ------------------------------------------------------------------------------- the schema
+
+def manifest_schema() -> dict:
+    """The JSON Schema of a manifest: ``Manifest``'s fields, ``stages`` items as one-key mappings
+    of a registered stage to its config, and every phase section (``dedup``, ``mix``, ``tokenize``,
+    ``report``...) with its own class. Internal fields (``sections``, ``source_file``) are left out."""
+    from pydantic.json_schema import models_json_schema
+
+    from datapipe.manifest.load import Manifest
+    from datapipe.phase import section_classes
+    from datapipe.stage import registry
+
+    reg, sections = registry(), section_classes()
+    models = []
+    for m in [Manifest, *(c.Config for c in reg.values()), *sections.values()]:
+        if m not in models:
+            models.append(m)
+    refs, defs = models_json_schema([(m, "validation") for m in models], ref_template="#/$defs/{model}")
+    defs = defs["$defs"]
+    top = defs.pop(refs[(Manifest, "validation")]["$ref"].rsplit("/", 1)[1])
+    props = top["properties"]
+    for internal in ("sections", "source_file"):
+        props.pop(internal, None)
+    stage_items = []
+    for name, cls in reg.items():
+        doc = inspect.cleandoc(cls.__doc__ or "").split("\n\n", 1)[0].replace("\n", " ")
+        stage_items.append({"type": "object", "title": name, "description": doc,
+                            "properties": {name: {"anyOf": [refs[(cls.Config, "validation")], {"type": "null"}]}},
+                            "required": [name], "additionalProperties": False})
+    props["stages"] = {"type": "array", "description": "Phase-1 stages in order, each `- name: {config}`.",
+                       "items": {"oneOf": stage_items}, "default": []}
+    for name, cls in sections.items():
+        props[name] = {"anyOf": [refs[(cls, "validation")], {"type": "null"}],
+                       "description": inspect.cleandoc(cls.__doc__ or "").split("\n\n", 1)[0].replace("\n", " ")}
+    return {"$schema": SCHEMA_DIALECT, "title": "datapipe manifest", **top, "$defs": defs}
+
+
+def cmd_schema(args) -> int:
+    text = json.dumps(manifest_schema(), indent=2) + "\n"
+    if args.out:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as e:  # --out in a folder that does not exist, or a folder itself
+            return cannot_write(Console(stderr=True), "the schema", e)
+        Console(stderr=True).print(f"schema: {args.out}", highlight=False)
+    else:
+        sys.stdout.write(text)
+    return 0

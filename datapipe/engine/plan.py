@@ -1,0 +1,275 @@
+"""What a run will do, and why: every phase-1 task and every phase as skip / rerun / run.
+
+``make_plan`` reads only success records and phase markers (nothing is written), so
+``datapipe run --dry-run`` prints exactly what a run would recompute. The same plan drives the
+run: its task specs are what phase 1 submits, its list of stale task outputs is what the run
+removes (outputs of inputs no longer in the manifest), and its phase order is the run's.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from datapipe.engine.task import KINDS, common_prefix, marker_url
+from datapipe.engine.task_plan import TaskSpec, plan_specs
+from datapipe.io.parquet import fs_and_path, join, read_json
+from datapipe.phase import (
+    PhaseContext,
+    fingerprint,
+    phase_fingerprint,
+    phases,
+    read_marker,
+)
+from datapipe.phase import marker_url as phase_marker_url
+
+#: Where each task leaves files (``rejected/`` also holds ``dedup-<task>``); ``documents/`` is a phase output.
+TASK_FOLDERS = ("_tasks", *KINDS.values(), "documents")
+PHASE1 = "phase1"
+
+
+class PlanError(ValueError):
+    """``--from``/``--only`` names a phase this manifest does not run, or the output holds files
+    datapipe did not write where a rerun would remove stale ones."""
+
+
+#: The names datapipe gives files in the task folders: ``[dedup-]<task id>.parquet|json``, the task id
+#: being ``<stem>-<8 hex>`` (``-pNNNNN`` for a byte-range part; ``datapipe.engine.task_plan.task_id_for``).
+_OURS = re.compile(r"(dedup-)?.+-[0-9a-f]{8}(-p\d{5})?\.(parquet|json)")
+
+
+@dataclass
+class TaskPlan:
+    spec: TaskSpec
+    action: str          # skip | rerun | read
+    why: str
+    start: int | None = None  # first stage rerun from stored rows (action rerun)
+
+
+@dataclass
+class PhasePlan:
+    name: str
+    action: str          # skip | run
+    why: str
+    fingerprint: str
+    upstream: dict
+    forced: bool = False  # --from / --only: rerun whatever the marker says
+
+
+@dataclass
+class RunPlan:
+    tasks: list[TaskPlan]
+    phases: list[PhasePlan]
+    stale: list[str] = field(default_factory=list)       # files of task ids no longer in the plan
+    skipped_inputs: list[tuple[str, str]] = field(default_factory=list)
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def specs(self) -> list[TaskSpec]:
+        return [t.spec for t in self.tasks]
+
+    @property
+    def task_ids(self) -> list[str]:
+        return sorted(t.spec.task_id for t in self.tasks)
+
+
+def tasks_fingerprint(records: list[dict]) -> str:
+    """Lineage of phase 1's output: every task id with its fingerprint (``failed:`` for a task that failed)."""
+    return fingerprint(sorted((r["task_id"], ("failed:" if r.get("failed") else "") + r["fingerprint"])
+                              for r in records))
+
+
+def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
+    """Phase-1 task specs of ``manifest`` over canonical ``inputs``, with lineage fingerprints."""
+    from datapipe.io.paths import input_identity
+
+    mi = manifest.inputs
+    so = mi.storage_options
+    # Defaults filled in: a default changed in code changes the fingerprint too, and spelling a
+    # default out in the manifest does not.
+    stages = manifest.effective_stage_configs()
+    ids = {p: input_identity(p, so) for p in inputs}
+    read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None),
+                                      "limit": mi.limit}.items() if v is not None}
+    split = 0 if mi.limit else mi.split_bytes  # "N records per file": a limited file is one task
+    return plan_specs(inputs, manifest.output, stages, "", mi.format, mi.preset, mi.fields, split,
+                      manifest.batch_size, so, identities=ids, read_options=read_options)
+
+
+def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
+    done = read_json(marker_url(spec), spec.storage_options)
+    if force:
+        return TaskPlan(spec, "read", "forced (--from phase1)")
+    if done is None:
+        fs, p = fs_and_path(join(spec.output, "errors", f"{spec.task_id}.parquet"), spec.storage_options)
+        return TaskPlan(spec, "read", "retry: no success record (failed or interrupted before)"
+                        if fs.exists(p) else "input added")
+    if done.get("fingerprint") == spec.fingerprint:
+        return TaskPlan(spec, "skip", "up to date")
+    k = common_prefix(done.get("prefix"), spec.prefix)
+    if k == 0:
+        return TaskPlan(spec, "read", "input or read settings changed" if done.get("prefix")
+                        else "made by an older datapipe")
+    new = [next(iter(s)) for s in spec.stages]
+    old = done.get("stage_names") or []
+    start = k - 1
+    if start < len(new) and start < len(old) and new[start] == old[start]:
+        why = f"config of {new[start]} changed"
+    elif start < len(new) and new[start] not in old:
+        why = f"stage {new[start]} added"
+    elif start < len(old) and old[start] not in new:
+        why = f"stage {old[start]} removed"
+    else:
+        why = "stage order changed"
+    from datapipe.stage import registry
+
+    reg = registry()
+    if k == 1 or any("payload" in getattr(reg[n], "needs", ()) for n in new[start:]):
+        return TaskPlan(spec, "read", why + " (a stage that needs the raw record reruns: file read again)")
+    return TaskPlan(spec, "rerun", why + (f" (rerun from {new[start]} on stored rows)" if start < len(new)
+                                          else " (stored rows re-split)"), start)
+
+
+def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -> list[str]:
+    """Files under the task folders whose task id is not in ``task_ids`` (inputs removed), and
+    leftovers of killed writers (``*.tmp-*``, there and in ``_phases/`` and the output's top level).
+
+    Raises PlanError, before anything is removed, when one of them is not named as datapipe names
+    its files (``notes.txt``, ``thesis.parquet`` in an existing directory given as the output):
+    removing those would delete a user's files without a word.
+    """
+    fs, root = fs_and_path(output, storage_options)
+    out, foreign = [], []
+    for folder in TASK_FOLDERS:
+        for p in fs.glob(f"{root.rstrip('/')}/{folder}/*"):
+            name = PurePosixPath(p).name
+            if ".tmp-" in name:
+                out.append(p)
+                continue
+            stem = name.rsplit(".", 1)[0]
+            if folder == "rejected" and stem.startswith("dedup-"):
+                stem = stem[len("dedup-"):]
+            if stem in task_ids:
+                continue
+            if _OURS.fullmatch(name):
+                out.append(p)
+            else:
+                foreign.append(f"{folder}/{name}")
+    # a killed run's half-written marker or ledger (write_json_atomic's temporary name)
+    out += [p for g in ("_phases/*.tmp-*", "*.tmp-*") for p in fs.glob(f"{root.rstrip('/')}/{g}") if fs.isfile(p)]
+    if foreign:
+        raise PlanError(f"{output} holds {len(foreign)} file(s) that datapipe did not write in the folders it "
+                        f"manages ({', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}): a run "
+                        "would delete them; move them away or choose another --output")
+    return sorted(out)
+
+
+def phase_leftovers(manifest) -> list[str]:
+    """Files a fresh run of ``manifest`` would not write: those of a phase it no longer runs (a
+    ``tokenize:`` section or ``dolma_jsonl`` taken out, ``dedup:`` replaced by publishing), with that
+    phase's marker, and those an earlier configuration of a phase wrote elsewhere (``tokenize.output``
+    changed). Found from each marker's recorded config and the phase's ``output_globs``."""
+    so = manifest.inputs.storage_options
+    fs, root = fs_and_path(manifest.output, so)
+    root = root.rstrip("/")
+    now = {g for ph in phases() if ph.enabled(manifest) for g in ph.output_globs(ph(manifest).config())}
+    out: set[str] = set()
+    for cls in phases():
+        m = read_marker(manifest.output, cls.name, so)
+        if m is None:
+            continue
+        for g in cls.output_globs(m.get("config") or {}):
+            if g not in now:
+                out.update(p for p in fs.glob(f"{root}/{g}") if fs.isfile(p))
+        if not cls.enabled(manifest):
+            out.add(fs_and_path(phase_marker_url(manifest.output, cls.name), so)[1])
+    return sorted(out)
+
+
+def _producer(name: str, enabled) -> str:
+    if name == "tasks":
+        return "phase 1"
+    for ph in enabled:
+        if ph.writes == name:
+            return ph.name
+    return name
+
+
+def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: set[str]) -> list[PhasePlan]:
+    """Each enabled phase with its fingerprint and whether its marker still matches."""
+    enabled = [ph(manifest) for ph in phases() if ph.enabled(manifest)]
+    so = manifest.inputs.storage_options
+    ctx = PhaseContext(None, manifest, manifest.output, so, task_ids, dict(lineage))
+    out = []
+    changed: set[str] = set()
+    for ph in enabled:
+        fp, upstream = phase_fingerprint(ph, ctx.lineage)
+        m = read_marker(manifest.output, ph.name, so)
+        if ph.name in forced:
+            action, why = "run", "forced (--only/--from)"
+        elif m is None or "upstream" not in m:
+            action, why = "run", "not run yet"
+        elif m.get("fingerprint") == fp and ph.outputs_present(ctx):
+            action, why = "skip", "up to date"
+        elif m.get("fingerprint") == fp:
+            action, why = "run", "outputs missing"
+        elif m.get("config_fingerprint") != ph.config_fingerprint():
+            action, why = "run", f"config of {ph.name} changed"
+        else:
+            ups = [k for k in upstream if m["upstream"].get(k) != upstream[k]]
+            names = sorted({_producer(k, enabled) for k in ups}) or ["upstream"]
+            action, why = "run", "upstream " + ", ".join(names) + " changed"
+        if action == "run":
+            changed.add(ph.writes)
+        out.append(PhasePlan(ph.name, action, why, fp, upstream, forced=ph.name in forced))
+        ctx.lineage[ph.writes] = fp
+    return out
+
+
+def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] | None = None) -> RunPlan:
+    """The plan of a run of ``manifest`` over ``inputs`` (an ``InputSet`` or list of canonical names).
+
+    ``force_from``: ``phase1`` (read every file again) or a phase name (that phase and every later
+    one rerun); ``only``: phase names rerun whatever their markers say. Raises PlanError for an
+    unknown phase name.
+    """
+    names = [ph.name for ph in phases() if ph.enabled(manifest)]
+    for n in ([force_from] if force_from else []) + list(only or []):
+        if n != PHASE1 and n not in names:
+            raise PlanError(f"unknown or disabled phase {n!r}; this manifest runs: {PHASE1}, {', '.join(names)}")
+    forced: set[str] = set(only or [])
+    if force_from and force_from != PHASE1:
+        forced |= set(names[names.index(force_from):])
+    specs = manifest_specs(manifest, list(inputs))
+    tasks = [_task_plan(s, force_from == PHASE1) for s in specs]
+    ids = sorted(s.task_id for s in specs)
+    lineage = {"tasks": fingerprint(sorted((s.task_id, s.fingerprint) for s in specs))}
+    return RunPlan(tasks, plan_phases(manifest, lineage, ids, forced),
+                   sorted(set(stale_files(manifest.output, manifest.inputs.storage_options, set(ids)))
+                          | set(phase_leftovers(manifest))),
+                   list(getattr(inputs, "skipped", [])), list(getattr(inputs, "duplicates", [])))
+
+
+def describe(plan: RunPlan) -> list[str]:
+    """Human-readable lines: one per task and phase, then skipped inputs and stale outputs."""
+    lines = ["phase 1 (per input file):"]
+    for t in plan.tasks:
+        part = f" part {t.spec.part[0]}-{t.spec.part[1]}" if t.spec.part else ""
+        lines.append(f"  {t.action:5s} {t.spec.task_id}{part}: {t.why}   [{t.spec.input}]")
+    lines.append("phases:")
+    for p in plan.phases:
+        lines.append(f"  {p.action:5s} {p.name}: {p.why}")
+    if plan.stale:
+        lines.append(f"removed (inputs no longer in the manifest, phases no longer run, or leftovers of killed "
+                     f"writers): {len(plan.stale)} file(s)")
+        lines += [f"  {p}" for p in plan.stale]
+    if plan.duplicates:
+        lines.append("inputs naming a file already listed (read once):")
+        lines += [f"  {given} -> {canon}" for given, canon in plan.duplicates]
+    if plan.skipped_inputs:
+        lines.append(f"files skipped while expanding directory inputs: {len(plan.skipped_inputs)}")
+        lines += [f"  {p}: {why}" for p, why in plan.skipped_inputs]
+    return lines
+
+
+__all__ = ["make_plan", "describe", "RunPlan", "TaskPlan", "PhasePlan", "tasks_fingerprint", "PHASE1"]

@@ -1,0 +1,27 @@
+"""Names a manifest or an input puts into output paths must stay inside the output directory.
+
+Manifests are data: a folder name taken from one (``tokenize.output``) is a relative path of
+plain segments, never absolute, never ``.``/``..``, and never one of the run's own folders (phase 3
+deletes its output folder before rewriting it: ``output: ..`` or ``documents`` would delete data).
+Input names become task ids through ``datapipe.engine.task_plan.task_id_for`` (no ``/``, never hidden).
+"""
+from __future__ import annotations
+
+import re
+
+#: Top-level entries of a run directory that the run itself owns.
+RESERVED = frozenset({"documents", "rejected", "errors", "_tasks", "_phases", "_tokenize", "_dedup_work",
+                      "dolma", "ledger.json", "report.html"})
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_output_subdir(value: str) -> str:
+    """``value`` if it is a safe folder under the run directory, else ValueError saying why."""
+    segments = value.split("/")
+    if not value or value.startswith("/") or "\\" in value or ":" in value \
+            or not all(_SEGMENT.fullmatch(s) for s in segments):
+        raise ValueError(f"{value!r} must be a relative folder of the run directory: segments of letters, "
+                         "digits, '.', '_', '-' (not starting with '.'), separated by '/'")
+    if segments[0] in RESERVED:
+        raise ValueError(f"{value!r} is one of the run's own folders ({', '.join(sorted(RESERVED))})")
+    return value

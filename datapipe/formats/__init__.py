@@ -1,0 +1,1 @@
+"""On-disk formats of a run folder: the document schema, token shards."""

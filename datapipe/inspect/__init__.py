@@ -1,0 +1,1 @@
+"""Reading a finished run: ``inspect``, decision rules, the HTML report."""

@@ -1,0 +1,1 @@
+"""The manifest: YAML -> a validated ``Manifest``; value types with ranges."""
