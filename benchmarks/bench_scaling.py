@@ -134,9 +134,9 @@ def run_once(manifest_path: Path, inputs: list[str], out: Path, n: int, split_by
     from datapipe.manifest.load import load_manifest
 
     # No HTML report (~10 s after phase 1, not what is measured; and it needs duckdb/matplotlib).
-    report = types.ModuleType("datapipe.inspect.report")
+    report = types.ModuleType("datapipe.stages.phases.report.html")
     report.write_report = lambda *a, **k: None
-    sys.modules["datapipe.inspect.report"] = report
+    sys.modules["datapipe.stages.phases.report.html"] = report
     # The LocalCluster ``datapipe run`` starts (worker environment: datapipe/engine/procenv.py).
     cluster = runner.local_cluster(n, threads_per_worker=1, memory_limit="auto", dashboard_address="127.0.0.1:0")
     try:

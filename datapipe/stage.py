@@ -20,6 +20,8 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from datapipe import plugins
+
 REJECT = "reject_reason"
 ERROR = "error_reason"
 
@@ -126,10 +128,14 @@ def register(cls: type[Stage]) -> type[Stage]:
 
 
 def registry() -> dict[str, type[Stage]]:
-    """All registered stages by name (imports the stage modules on first use)."""
-    from datapipe.stages import load_all
+    """All registered stages by name (imports the built-in stage modules on first use, and the
+    entry points of group ``datapipe.stages``: ``datapipe.plugins``)."""
+    from datapipe.stages import load_all  # the built-in stages import this module
 
     load_all()
+    for obj in plugins.load(plugins.STAGES):
+        if isinstance(obj, type) and issubclass(obj, Stage) and obj.name not in _REGISTRY:
+            register(obj)
     return dict(_REGISTRY)
 
 

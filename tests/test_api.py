@@ -322,7 +322,7 @@ def test_dedup_inputs_and_settings(inputs, tmp_path):
 def test_report_lists_settings_and_counts_per_signal(cli_run, tmp_path):
     from datapipe.cli.termfmt import flat_items, short_value
     from datapipe.inspect import reader as I
-    from datapipe.inspect import report
+    from datapipe.stages.phases.report import html as report
 
     run = I.Run.open(str(cli_run["out"]))
     page = report._settings_html(run)  # the section render() puts under the plots (drawing them all: ~30 s)

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import pytest
 from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import remove_leftover_temps, run_dedup
+from datapipe.stages.phases.dedup.phase import (
+    DedupPhase,
+    remove_leftover_temps,
+    run_dedup,
+)
 from dedup_fixtures import write_shards
 from verify_util import one_task_run
 
 from datapipe.api.dedup import SyncClient
 from datapipe.engine.shuffle_store import Store
-from datapipe.engine.verify import InvariantError, verify_run
+from datapipe.engine.verify import verify_run
+
+DEDUP_CHAIN = [(DedupPhase, "_filtered", "documents")]
+from datapipe.engine.ledger import InvariantError
 
 #: What a writer killed a few KB into a Parquet file leaves: the magic and part of a column chunk.
 PARTIAL = b"PAR1" + bytes(3000)
@@ -76,13 +83,13 @@ def test_remove_leftover_temps_takes_only_dedup_temporaries(tmp_path):
 
 def test_verify_refuses_temp_files_in_published_folders(tmp_path):
     _, led, rec = one_task_run(tmp_path)
-    assert verify_run(str(tmp_path), None, led, rec)["documents"] == 2
+    assert verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)["documents"] == 2
     tmp = tmp_path / "documents" / "t1.parquet.tmp-0badc0de"
     tmp.write_bytes(PARTIAL)
     with pytest.raises(InvariantError, match=r"documents/ holds 1 file\(s\) of no input .*t1\.parquet\.tmp-0badc0de"):
-        verify_run(str(tmp_path), None, led, rec)
+        verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)
     tmp.unlink()
     (tmp_path / "rejected").mkdir()
     (tmp_path / "rejected" / "dedup-t1.parquet.tmp-0badc0de").write_bytes(PARTIAL)
     with pytest.raises(InvariantError, match=r"rejected/ holds 1 temporary file\(s\) of dedup"):
-        verify_run(str(tmp_path), None, led, rec)
+        verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)

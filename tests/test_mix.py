@@ -140,7 +140,7 @@ def test_phase3_end_to_end_identical_across_worker_counts(tmp_path):
     assert files == sorted(p.name for p in (b / "tokens").iterdir()) and len(files) > 3
     for f in files:
         assert (a / "tokens" / f).read_bytes() == (b / "tokens" / f).read_bytes(), f
-    assert not (a / "_tokenize").exists() and (a / "_phases" / "tokenize.json").exists()
+    assert not (a / "_tokenize").exists() and (a / "_tokenize.json").exists()
 
     # Independent expectation: domain by host suffix, ids by a reference encoder + EOS, copies by id hash.
     enc = _reference_encoder()

@@ -162,22 +162,26 @@ def test_two_concurrent_runs_second_refuses_first_unaffected(tmp_path, data_dir,
 def test_invariant_names_the_file_and_count(tmp_path):
     from verify_util import one_task_run
 
-    from datapipe.engine.verify import InvariantError, verify_run
+    from datapipe.engine.verify import verify_run
+    from datapipe.stages.phases.dedup.phase import DedupPhase
+
+    DEDUP_CHAIN = [(DedupPhase, "_filtered", "documents")]
+    from datapipe.engine.ledger import InvariantError
 
     t, led, rec = one_task_run(tmp_path)
-    assert verify_run(str(tmp_path), None, led, rec)["documents"] == 2
+    assert verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)["documents"] == 2
     pq.write_table(t.slice(0, 1), tmp_path / "documents" / "t1.parquet")  # a row lost after the ledger
     with pytest.raises(InvariantError, match="documents/ holds 1 rows but the ledger's final kept is 2"):
-        verify_run(str(tmp_path), None, led, rec)
+        verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)
     pq.write_table(t, tmp_path / "documents" / "t1.parquet")
     (tmp_path / "rejected").mkdir()
     pq.write_table(t.slice(1, 1), tmp_path / "rejected" / "dedup-t1.parquet")
     with pytest.raises(InvariantError, match="record.s. are both kept and rejected"):
-        verify_run(str(tmp_path), None, led, rec)
+        verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)
     shutil.rmtree(tmp_path / "rejected")
     pq.write_table(t, tmp_path / "documents" / "stale-t0.parquet")
     with pytest.raises(InvariantError, match="of no input of this run"):
-        verify_run(str(tmp_path), None, led, rec)
+        verify_run(str(tmp_path), None, led, rec, DEDUP_CHAIN)
 
 
 # ------------------------------------------------------------------ stage errors keep their story

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from datapipe.engine.task import KINDS
 from datapipe.manifest.load import (
     Manifest,
     ManifestError,
     read_yaml_mapping,
     validate_manifest,
 )
+from datapipe.phase import DOCUMENTS, phases, section_classes
 
 #: Stand-ins validated until ``run`` names the real inputs and output.
 _NO_INPUTS, _NO_OUTPUT = "<inputs of Pipeline.run>", "<output of Pipeline.run>"
@@ -91,7 +93,7 @@ class Pipeline:
         for key, value in keys.items():
             if key == "stages":
                 data["stages"] = [_stage_item(s) for s in value]
-            elif key in ("dedup", "mix", "tokenize", "report"):
+            elif key in section_classes():   # any registered phase's section (dedup, tokenize, ...)
                 sec = _section(value, key)
                 if sec is None:
                     data.pop(key, None)
@@ -181,7 +183,7 @@ class Pipeline:
 
     def __repr__(self) -> str:
         names = [next(iter(s)) for s in self._data.get("stages") or []]
-        secs = [k for k in ("dedup", "mix", "tokenize") if self._data.get(k) is not None]
+        secs = [k for k in section_classes() if self._data.get(k) is not None]
         return f"Pipeline(stages={names}, phases={secs})"
 
 
@@ -228,12 +230,18 @@ class PipelineResult:
         ``report`` (report.html or None), ``tokens`` (token shards' index.json or None), ``dolma``."""
         from datapipe.io.parquet import join
 
-        out = self.output
-        tok = self.manifest.section("tokenize")
-        return {"documents": join(out, "documents"), "rejected": join(out, "rejected"),
-                "errors": join(out, "errors"), "ledger": join(out, "ledger.json"), "report": self.run_result.report,
-                "tokens": join(out, tok.output, "index.json") if tok is not None else None,
-                "dolma": join(out, "dolma") if "dolma_jsonl" in self.manifest.output_formats else None}
+        out, m = self.output, self.manifest
+        paths = {"documents": join(out, DOCUMENTS.folder), "rejected": join(out, KINDS["rejected"]),
+                 "errors": join(out, KINDS["errors"]), "ledger": join(out, "ledger.json"),
+                 "report": self.run_result.report}
+        for cls in phases():   # each phase's datasets of role tokens / export, where it ran
+            ph = cls(m)
+            for d in cls.datasets(ph.config()):
+                if d.role == "tokens":
+                    paths["tokens"] = join(out, d.folder, "index.json") if cls.enabled(m) else None
+                elif d.role == "export":
+                    paths[d.name] = join(out, d.folder) if cls.enabled(m) else None
+        return paths
 
     def _read(self, kind: str, columns) -> pa.Table:
         from datapipe.inspect.reader import Run

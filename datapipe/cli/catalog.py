@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from datapipe.cli.termfmt import cannot_write, ellipsize
+from datapipe.env import REPO_ROOT
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -79,7 +80,7 @@ def _source(cls) -> str:
         line = inspect.getsourcelines(cls)[1]
     except (OSError, TypeError):
         return cls.__module__
-    root = Path(__file__).resolve().parent.parent
+    root = REPO_ROOT
     try:
         path = path.resolve().relative_to(root)
     except ValueError:

@@ -78,7 +78,7 @@ def _count(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from datapipe.inspect.report import write_report
+    from datapipe.stages.phases.report.html import write_report
 
     err = Console(stderr=True)
     try:

@@ -1,8 +1,8 @@
 """The progress display of ``datapipe run``: one bar for phase 1, a spinner line per later phase.
 
 Phase 1 counts input bytes (rate and ETA come from rich's columns), files (tasks) and records
-read; bytes advance as tasks finish, records while they run (Dask events, see task.py). Phases 2
-(dedup) and 3 (mix + tokenize) have no totals known up front, so they show their current step.
+read; bytes advance as tasks finish, records while they run (Dask events, see task.py). Later
+phases have no totals known up front, so they show their current step.
 Two ``Progress`` objects because the two kinds of line need different columns; one ``Live``
 draws both.
 """
@@ -20,6 +20,8 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+
+from datapipe.phase import phases
 
 
 class RunProgress:
@@ -83,7 +85,8 @@ class RunProgress:
 
     def on_phase(self, phase: str, step: str) -> None:
         self.steps.append((phase, step))
-        label = {"dedup": "phase 2: dedup", "tokenize": "phase 3: mix + tokenize"}.get(phase, phase)
+        # phases are numbered after phase 1 in the order they start; labels come from the registry
+        label = f"phase {len(self.phase_ids) + 2}: {_labels().get(phase, phase)}"
         if phase not in self.phase_ids:
             for tid in self.phase_ids.values():  # a new phase starts: the earlier ones are over
                 self.phases.update(tid, total=1, completed=1)
@@ -91,3 +94,7 @@ class RunProgress:
         self.phases.update(self.phase_ids[phase], step=step)
         if not self.show:
             self.console.print(f"  {label}: {step}", highlight=False)
+
+
+def _labels() -> dict[str, str]:
+    return {p.name: p.label or p.name for p in phases()}

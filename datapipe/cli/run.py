@@ -9,6 +9,7 @@ from rich.console import Console
 from datapipe.cli.progress import RunProgress
 from datapipe.cli.termfmt import ledger_stages, print_funnel
 from datapipe.engine.ledger import LedgerError
+from datapipe.phase import phases
 
 
 def add_cli(sub) -> None:
@@ -38,9 +39,11 @@ def add_cli(sub) -> None:
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
     p.add_argument("--dashboard", metavar="HOST:PORT", help="dashboard address of the local cluster; a host other than 127.0.0.1 (e.g. 0.0.0.0:8787) "
                         "exposes it to the network, without a password (a warning says so)")
-    p.add_argument("--output-format", action="append", choices=["parquet", "dolma_jsonl"], metavar="FORMAT",
-                   help="parquet (always written) or dolma_jsonl (also OUTPUT/dolma/*.jsonl.zst; repeatable); "
-                        "replaces the manifest's output_formats")
+    exports = [c for c in phases() if any(d.role == "export" for d in c.writes)]
+    p.add_argument("--output-format", action="append", choices=["parquet"] + [c.name for c in exports],
+                   metavar="FORMAT", help="parquet (always written) or an export: " + ", ".join(
+                       f"{c.name} (also OUTPUT/{c.writes[0].glob})" for c in exports)
+                   + "; repeatable; replaces the manifest's output_formats")
     p.add_argument("--limit", type=int, metavar="N",
                    help="read at most N records per input file (a sample run; sets inputs.limit, so the ledger "
                         "says so and a later run without it reads the files again)")
@@ -50,7 +53,7 @@ def add_cli(sub) -> None:
                         "files skipped while expanding directories; outputs that would be removed) and write nothing")
     p.add_argument("--from", dest="force_from", metavar="PHASE",
                    help="rerun PHASE and every phase after it whatever their records say; 'phase1' reads every "
-                        "input file again (phases: phase1, dedup or publish, dolma_jsonl, tokenize, report)")
+                        "input file again (phases, in run order: phase1, " + ", ".join(c.name for c in phases()) + ")")
     p.add_argument("--only", action="append", metavar="PHASE",
                    help="rerun PHASE whatever its record says (repeatable); later phases rerun only if "
                         "their inputs changed")
@@ -67,11 +70,10 @@ def print_summary(out: Console, result, manifest) -> None:
     if lim:
         out.print(f"limited: at most {lim['records_per_file']:,} records per input file ({lim['inputs_cut']} of "
                   f"{len(result.tasks)} input(s) cut short): the funnel counts a sample", highlight=False)
-    tok = result.phases.get("tokenize")
-    if tok:
-        per = ", ".join(f"{d} {n:,}" for d, n in sorted(tok.get("tokens_per_domain", {}).items()))
-        out.print(f"tokens: {tok.get('tokens', 0):,} ({tok.get('dtype')}) in {tok.get('shards')} shard(s) "
-                  f"under {manifest.output}/tokens; per domain: {per}", highlight=False)
+    for cls in phases():   # each phase says what it made (tokens per domain, ...)
+        if result.phases.get(cls.name):
+            for line in cls(manifest).summary(result.phases[cls.name]):
+                out.print(line, highlight=False)
     tot = result.ledger.totals()
     out.print(f"records in {tot['in']:,}: kept {tot['kept']:,}, rejected {tot['rejected']:,}, "
               f"errored {tot['errored']:,} in {result.seconds:.1f} s", highlight=False)

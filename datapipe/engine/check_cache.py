@@ -15,13 +15,13 @@ atomically; a lost or unreadable file only means checking again.
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import os
 import sys
 from pathlib import Path
 
+from datapipe.engine.lineage import fingerprint
 from datapipe.env import cache_dir
 
 FILE = "checked-stages.json"
@@ -41,9 +41,7 @@ def stage_key(stage) -> str:
     module = inspect.getsourcefile(type(stage)) or ""
     code = _stat(module) if module and os.path.exists(module) else [module]
     config = stage.config() if callable(stage.config) else stage.config.model_dump(mode="json")
-    blob = json.dumps([type(stage).__name__, stage.name, config, os.getcwd(), env, sys.executable, code],
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return fingerprint(type(stage).__name__, stage.name, config, os.getcwd(), env, sys.executable, code)
 
 
 def _assets(stage) -> list | None:

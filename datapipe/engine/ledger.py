@@ -24,6 +24,10 @@ class LedgerError(RuntimeError):
     """The counts do not add up: a record was lost or counted twice."""
 
 
+class InvariantError(LedgerError):
+    """The run's files disagree with its ledger or with each other (``datapipe run`` exits 3)."""
+
+
 @dataclass
 class StageCounts:
     n_in: int = 0

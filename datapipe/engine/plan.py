@@ -14,18 +14,24 @@ from pathlib import PurePosixPath
 from datapipe.engine.task import KINDS, common_prefix, marker_url
 from datapipe.engine.task_plan import TaskSpec, plan_specs
 from datapipe.io.parquet import fs_and_path, join, read_json
+from datapipe.engine.lineage import fingerprint
 from datapipe.phase import (
+    DOCUMENTS,
+    INTERMEDIATE,
     PhaseContext,
-    fingerprint,
+    documents_chain,
+    initial_lineage,
     phase_fingerprint,
     phases,
     read_marker,
 )
 from datapipe.phase import marker_url as phase_marker_url
 
-#: Where each task leaves files (``rejected/`` also holds ``dedup-<task>``); ``documents/`` is a phase output.
-TASK_FOLDERS = ("_tasks", *KINDS.values(), "documents")
+#: Where phase-1 tasks leave files; phases add per-task files there too (``rejected/dedup-<task>``).
+TASK_FOLDERS = ("_tasks", *KINDS.values(), DOCUMENTS.folder)
 PHASE1 = "phase1"
+#: A task id as ``datapipe.engine.task_plan.task_id_for`` makes it (``-pNNNNN`` for a byte-range part).
+TASK_ID = r"(?P<task>.+-[0-9a-f]{8}(?:-p\d{5})?)"
 
 
 class PlanError(ValueError):
@@ -33,9 +39,18 @@ class PlanError(ValueError):
     datapipe did not write where a rerun would remove stale ones."""
 
 
-#: The names datapipe gives files in the task folders: ``[dedup-]<task id>.parquet|json``, the task id
-#: being ``<stem>-<8 hex>`` (``-pNNNNN`` for a byte-range part; ``datapipe.engine.task_plan.task_id_for``).
-_OURS = re.compile(r"(dedup-)?.+-[0-9a-f]{8}(-p\d{5})?\.(parquet|json)")
+
+
+def task_file_patterns() -> dict[str, list[re.Pattern]]:
+    """Folder -> regexes of the per-task file names datapipe writes there: phase 1's
+    ``<task>.parquet|json`` and every registered phase's per-task datasets (group ``task``)."""
+    out: dict[str, list[re.Pattern]] = {f: [re.compile(TASK_ID + r"\.(?:parquet|json)")] for f in TASK_FOLDERS}
+    for cls in phases():
+        for ds in cls.writes:
+            if ds.per_task and ds.folder in out:
+                head, _, tail = ds.pattern.partition("{task}")
+                out[ds.folder].append(re.compile(re.escape(head) + TASK_ID + re.escape(tail)))
+    return out
 
 
 @dataclass
@@ -139,19 +154,23 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
     removing those would delete a user's files without a word.
     """
     fs, root = fs_and_path(output, storage_options)
+    root = root.rstrip("/")
     out, foreign = [], []
-    for folder in TASK_FOLDERS:
-        for p in fs.glob(f"{root.rstrip('/')}/{folder}/*"):
+    patterns = task_file_patterns()
+    # versions of the documents between two transforms: the engine's own, wholly
+    folders = list(TASK_FOLDERS) + [p[len(root) + 1:] for p in fs.glob(f"{root}/{INTERMEDIATE}/*") if fs.isdir(p)]
+    for folder in folders:
+        for p in fs.glob(f"{root}/{folder}/*"):
             name = PurePosixPath(p).name
-            if ".tmp-" in name:
+            own = [m for m in (rx.fullmatch(name.split(".tmp-")[0]) for rx in patterns.get(folder, patterns["_tasks"]))
+                   if m]
+            if ".tmp-" in name and (own or folder.startswith(INTERMEDIATE)):
                 out.append(p)
+            elif own and own[0].group("task") in task_ids:
                 continue
-            stem = name.rsplit(".", 1)[0]
-            if folder == "rejected" and stem.startswith("dedup-"):
-                stem = stem[len("dedup-"):]
-            if stem in task_ids:
-                continue
-            if _OURS.fullmatch(name):
+            elif own:
+                out.append(p)
+            elif folder.startswith(INTERMEDIATE + "/"):
                 out.append(p)
             else:
                 foreign.append(f"{folder}/{name}")
@@ -172,8 +191,14 @@ def phase_leftovers(manifest) -> list[str]:
     so = manifest.inputs.storage_options
     fs, root = fs_and_path(manifest.output, so)
     root = root.rstrip("/")
-    now = {g for ph in phases() if ph.enabled(manifest) for g in ph.output_globs(ph(manifest).config())}
+    enabled = [ph(manifest) for ph in phases() if ph.enabled(manifest)]
+    now = {g for ph in enabled for g in ph.output_globs(ph.config())}
     out: set[str] = set()
+    # versions of the documents no transform of this chain writes any more
+    chain = {dst for _, dst in documents_chain(enabled).values()}
+    for d in fs.glob(f"{root}/{INTERMEDIATE}/*"):
+        if d[len(root) + 1:] not in chain:
+            out.update(p for p in fs.find(d))
     for cls in phases():
         m = read_marker(manifest.output, cls.name, so)
         if m is None:
@@ -186,24 +211,28 @@ def phase_leftovers(manifest) -> list[str]:
     return sorted(out)
 
 
-def _producer(name: str, enabled) -> str:
-    if name == "tasks":
-        return "phase 1"
+def _producer(name: str, enabled, before: str) -> str:
+    """The phase that wrote dataset ``name`` last before phase ``before`` ("phase 1" for its rows)."""
+    last = "phase 1"
     for ph in enabled:
-        if ph.writes == name:
-            return ph.name
-    return name
+        if ph.name == before:
+            break
+        if any(d.name == name for d in ph.writes):
+            last = ph.name
+    return last
 
 
 def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: set[str]) -> list[PhasePlan]:
     """Each enabled phase with its fingerprint and whether its marker still matches."""
     enabled = [ph(manifest) for ph in phases() if ph.enabled(manifest)]
     so = manifest.inputs.storage_options
-    ctx = PhaseContext(None, manifest, manifest.output, so, task_ids, dict(lineage))
+    chain = documents_chain(enabled)
+    lineage = dict(lineage)
     out = []
-    changed: set[str] = set()
     for ph in enabled:
-        fp, upstream = phase_fingerprint(ph, ctx.lineage)
+        folders = chain.get(ph.name)
+        ctx = phase_context(None, manifest, task_ids, lineage, folders)
+        fp, upstream = phase_fingerprint(ph, lineage, folders)
         m = read_marker(manifest.output, ph.name, so)
         if ph.name in forced:
             action, why = "run", "forced (--only/--from)"
@@ -215,15 +244,27 @@ def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: 
             action, why = "run", "outputs missing"
         elif m.get("config_fingerprint") != ph.config_fingerprint():
             action, why = "run", f"config of {ph.name} changed"
+        elif folders is not None and m.get("folders") not in (None, list(folders)):
+            action, why = "run", f"writes the documents to {folders[1]}/ now (the chain of transforms changed)"
         else:
             ups = [k for k in upstream if m["upstream"].get(k) != upstream[k]]
-            names = sorted({_producer(k, enabled) for k in ups}) or ["upstream"]
+            names = sorted({_producer(k, enabled, ph.name) for k in ups}) or ["upstream"]
             action, why = "run", "upstream " + ", ".join(names) + " changed"
-        if action == "run":
-            changed.add(ph.writes)
         out.append(PhasePlan(ph.name, action, why, fp, upstream, forced=ph.name in forced))
-        ctx.lineage[ph.writes] = fp
+        for d in ph.writes:
+            lineage[d.name] = fp
     return out
+
+
+def phase_context(client, manifest, task_ids: list[str], lineage: dict, folders: tuple[str, str] | None,
+                  progress=None, ledger=None) -> PhaseContext:
+    """The context a phase runs (or is planned) with; ``folders``: a transform's (read, written)."""
+    ctx = PhaseContext(client, manifest, manifest.output, manifest.inputs.storage_options, task_ids, lineage,
+                       ledger=ledger, documents_in=folders[0] if folders else None,
+                       documents_out=folders[1] if folders else None)
+    if progress is not None:
+        ctx.progress = progress
+    return ctx
 
 
 def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] | None = None) -> RunPlan:
@@ -238,12 +279,12 @@ def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] |
         if n != PHASE1 and n not in names:
             raise PlanError(f"unknown or disabled phase {n!r}; this manifest runs: {PHASE1}, {', '.join(names)}")
     forced: set[str] = set(only or [])
-    if force_from and force_from != PHASE1:
-        forced |= set(names[names.index(force_from):])
+    if force_from:   # phase1: every phase after it too, as --help says
+        forced |= set(names if force_from == PHASE1 else names[names.index(force_from):])
     specs = manifest_specs(manifest, list(inputs))
     tasks = [_task_plan(s, force_from == PHASE1) for s in specs]
     ids = sorted(s.task_id for s in specs)
-    lineage = {"tasks": fingerprint(sorted((s.task_id, s.fingerprint) for s in specs))}
+    lineage = initial_lineage(fingerprint(sorted((s.task_id, s.fingerprint) for s in specs)))
     return RunPlan(tasks, plan_phases(manifest, lineage, ids, forced),
                    sorted(set(stale_files(manifest.output, manifest.inputs.storage_options, set(ids)))
                           | set(phase_leftovers(manifest))),

@@ -21,19 +21,14 @@ from dataclasses import dataclass
 
 from datapipe.engine.ledger import Ledger, StageCounts
 from datapipe.engine.lock import OutputLock
-from datapipe.engine.plan import PHASE1, RunPlan, make_plan, tasks_fingerprint
+from datapipe.engine.plan import PHASE1, RunPlan, make_plan, phase_context, tasks_fingerprint
 from datapipe.engine.task import PROGRESS_TOPIC, run_file_task
 from datapipe.engine.task_failure import record_failed_task
 from datapipe.io.parquet import join, remove_file, write_json_atomic
 from datapipe.io.paths import InputSet, resolve_inputs
 from datapipe.manifest.load import Manifest
-from datapipe.phase import (
-    PhaseContext,
-    phase_fingerprint,
-    phases,
-    read_marker,
-    write_marker,
-)
+from datapipe.engine.verify import verify_run
+from datapipe.phase import documents_chain, initial_lineage, phase_fingerprint, phases, read_marker, write_marker
 
 log = logging.getLogger("datapipe")
 
@@ -289,11 +284,14 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         ledger.check()
         result = RunResult(ledger, records, manifest.output, dashboard, time.time() - t0, phase_stats)
         _write_ledger(manifest, result)
-        from datapipe.engine.verify import verify_run
-
-        tok = manifest.section("tokenize")
-        verify_run(manifest.output, so, ledger, records, tokens_dir=tok.output if tok is not None else None)
-        result.report = (phase_stats.get("report") or {}).get("path")
+        enabled = [cls(manifest) for cls in phases() if cls.enabled(manifest)]
+        chain = documents_chain(enabled)
+        verify_run(manifest.output, so, ledger, records,
+                   transforms=[(type(p), *chain[p.name]) for p in enabled if p.name in chain],
+                   checks=[(p, phase_context(None, manifest, plan.task_ids, {}, chain.get(p.name))) for p in enabled])
+        # the path a phase writing a report dataset gives in its stats (None when it did not run)
+        result.report = next((phase_stats[p.name].get("path") for p in enabled if p.name in phase_stats
+                              and any(d.role == "report" for d in p.writes)), None)
     return result
 
 
@@ -346,15 +344,15 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
     """Run or skip every enabled phase by lineage; add their ledger rows; return their stats."""
     so = manifest.inputs.storage_options
     forced = {p.name for p in plan.phases if p.forced}
-    lineage = {"tasks": tasks_fingerprint(records)}
+    lineage = initial_lineage(tasks_fingerprint(records))
     stats: dict = {}
-    for cls in phases():
-        if not cls.enabled(manifest):
-            continue
-        ph = cls(manifest)
-        ctx = PhaseContext(client, manifest, manifest.output, so, plan.task_ids, lineage,
-                           (lambda step, n=ph.name: on_phase(n, step)) if on_phase else (lambda step: None), ledger)
-        fp, upstream = phase_fingerprint(ph, lineage)
+    enabled = [cls(manifest) for cls in phases() if cls.enabled(manifest)]
+    chain = documents_chain(enabled)
+    for ph in enabled:
+        folders = chain.get(ph.name)
+        ctx = phase_context(client, manifest, plan.task_ids, lineage, folders,
+                            (lambda step, n=ph.name: on_phase(n, step)) if on_phase else None, ledger)
+        fp, upstream = phase_fingerprint(ph, lineage, folders)
         m = read_marker(manifest.output, ph.name, so)
         if ph.name not in forced and m and m.get("fingerprint") == fp and ph.outputs_present(ctx):
             rows = {k: StageCounts.from_dict(v) for k, v in (m.get("ledger") or {}).items()}
@@ -372,9 +370,10 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
             rows, result_stats = res.ledger, res.stats
             write_marker(manifest.output, ph.name, {
                 "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "upstream": upstream,
-                "config": ph.config(), "stats": res.stats,
+                "folders": list(folders) if folders else None, "config": ph.config(), "stats": res.stats,
                 "ledger": {k: v.to_dict() for k, v in res.ledger.items()}}, so)
-        lineage[ph.writes] = fp
+        for d in ph.writes:
+            lineage[d.name] = fp
         for name, c in rows.items():  # e.g. dedup_exact, dedup_lines, dedup_near: they chain
             ledger.stages[name] = c
         if rows:

@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import re
 
-#: Top-level entries of a run directory that the run itself owns.
-RESERVED = frozenset({"documents", "rejected", "errors", "_tasks", "_phases", "_tokenize", "_dedup_work",
-                      "dolma", "ledger.json", "report.html"})
+#: Top-level entries of a run directory that the engine itself owns (phases declare theirs).
+ENGINE_OWNED = frozenset({"documents", "rejected", "errors", "_tasks", "_filtered", "_phases", "_documents",
+                          "ledger.json"})
+
+
+def reserved() -> frozenset[str]:
+    """Top-level entries the run owns: the engine's and every registered phase's work folders and
+    fixed-place datasets (a token folder is a setting, so not among them)."""
+    from datapipe.phase import phases  # the registry imports the phases, whose configs import this module
+
+    out = set(ENGINE_OWNED)
+    for cls in phases():
+        out.update(w.split("/")[0] for w in cls.work)
+        out.update((d.folder or d.pattern).split("/")[0] for d in cls.writes if d.role != "tokens")
+    return frozenset(out)
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -22,6 +34,7 @@ def check_output_subdir(value: str) -> str:
             or not all(_SEGMENT.fullmatch(s) for s in segments):
         raise ValueError(f"{value!r} must be a relative folder of the run directory: segments of letters, "
                          "digits, '.', '_', '-' (not starting with '.'), separated by '/'")
-    if segments[0] in RESERVED:
-        raise ValueError(f"{value!r} is one of the run's own folders ({', '.join(sorted(RESERVED))})")
+    own = reserved()
+    if segments[0] in own:
+        raise ValueError(f"{value!r} is one of the run's own folders ({', '.join(sorted(own))})")
     return value

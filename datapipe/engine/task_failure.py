@@ -16,6 +16,7 @@ from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import conform, document_schema
 from datapipe.io.parquet import join, remove_file, write_table_atomic
 from datapipe.io.readers import doc_id
+from datapipe.phase import DOCUMENTS, phases
 from datapipe.stage import registry
 
 FILE_RECORD = "file"  # records_by_type key of a whole input file errored as one record
@@ -99,9 +100,12 @@ def record_failed_task(spec: TaskSpec, exc: BaseException, progress: dict | None
     so = spec.storage_options
     # Stale shards and success record of an older configuration go: the run's outputs never mix
     # configurations, and no later rerun may mistake them for this task's result.
-    for folder in [f for k, f in KINDS.items() if k != "errors"] + ["documents"]:
+    for folder in [f for k, f in KINDS.items() if k != "errors"] + [DOCUMENTS.folder]:
         remove_file(join(spec.output, folder, f"{spec.task_id}.parquet"), so)
-    remove_file(join(spec.output, "rejected", f"dedup-{spec.task_id}.parquet"), so)
+    for cls in phases():   # what phases wrote for this task before (e.g. rejected/dedup-<task>)
+        for ds in cls.writes:
+            if ds.per_task and ds != DOCUMENTS:
+                remove_file(join(spec.output, ds.file(spec.task_id)), so)
     remove_file(marker_url(spec), so)
     write_table_atomic(join(spec.output, "errors", f"{spec.task_id}.parquet"),
                        conform(_rows_to_table([row], schema), schema), so)

@@ -11,10 +11,10 @@ hash of a whole chain where no input identity is known.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 
+from datapipe.engine.lineage import fingerprint
 from datapipe.io.readers import TEXT_FORMATS, detect_format
 from datapipe.stage import registry
 
@@ -56,9 +56,8 @@ def stage_identity(item: dict) -> dict | list:
 
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
     """Hash of the stage chain (configuration, stage versions, schema version): equal -> equal hash."""
-    blob = json.dumps({"v": SCHEMA_VERSION, "stages": [stage_identity(s) for s in stages], "extra": extra or {}},
-                      sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return fingerprint({"v": SCHEMA_VERSION, "stages": [stage_identity(s) for s in stages], "extra": extra or {}},
+                       length=16)
 
 
 def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
@@ -69,11 +68,9 @@ def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
     ``read_settings`` holds everything the read depends on: the input's identity, format, field
     mapping, part, batch size and read options. Hex strings of 16 characters.
     """
-    def h(obj) -> str:
-        return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    out = [h({"v": SCHEMA_VERSION, "read": read_settings})]
+    out = [fingerprint({"v": SCHEMA_VERSION, "read": read_settings}, length=16)]
     for st in stages:
-        out.append(h([out[-1], stage_identity(st)]))
+        out.append(fingerprint(out[-1], stage_identity(st), length=16))
     return out
 
 

@@ -271,7 +271,9 @@ def explain(stage: str | None, reason: str | None, row: dict, config: dict | Non
     """The signal values a stage decided on and the thresholds of its config, for one row."""
     from datapipe.inspect.rules import stage_signal_columns, thresholds
 
-    if not stage or stage in ("read", "dedup"):
+    from datapipe.stage import registry
+
+    if not stage or stage not in registry():   # read errors, rejections by a phase: no stage signals
         return {}
     cols = stage_signal_columns(stage, reason)
     return {"signals": {c: row.get(c) for c in cols if c in row}, "thresholds": thresholds(stage, reason, config)}

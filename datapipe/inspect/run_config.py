@@ -34,7 +34,7 @@ def effective_phase_configs(run: Run) -> dict[str, dict]:
     the values the phase chose (its stats): the settings in force, not the manifest's spelling."""
     import copy
 
-    from datapipe.phase import read_marker, section_classes
+    from datapipe.phase import phases, read_marker, section_classes
 
     cfgs = run.ledger_dict.get("phase_configs")
     if cfgs is not None:
@@ -53,14 +53,9 @@ def effective_phase_configs(run: Run) -> dict[str, dict]:
                     secs[sec] = classes[sec]().model_dump(mode="json")
                 except ValueError:  # a required field: nothing to fill in
                     pass
-    minhash = ((out.get("dedup") or {}).get("dedup") or {}).get("minhash")
-    chosen = dedup_banding(run)
-    if minhash and chosen and minhash.get("bands") is None:
-        minhash["bands"], minhash["rows"] = chosen
+    by_name = {p.name: p for p in phases()}
+    stats = run.ledger_dict.get("phases") or {}
+    for name, secs in out.items():   # settings a phase chose while running (dedup's banding)
+        if name in by_name and secs:
+            out[name] = by_name[name].applied_config(secs, stats.get(name) or {})
     return out
-
-
-def dedup_banding(run: Run) -> tuple[int, int] | None:
-    """(bands, rows) the dedup phase chose (the config leaves them null by default)."""
-    st = ((run.ledger_dict.get("phases") or {}).get("dedup") or {}).get("stats") or {}
-    return (st["bands"], st["rows"]) if "bands" in st and "rows" in st else None

@@ -178,14 +178,23 @@ class Manifest(_Strict):
     batch_size: int = Field(256, ge=1)          # documents per stage call
     shard_rows: int = Field(50_000, ge=1)       # max documents per output row group
     stages: list[dict[str, Any]] = []
-    dedup: dict[str, Any] | None = None
-    mix: dict[str, Any] | None = None
-    tokenize: dict[str, Any] | None = None
-    #: ``parquet`` shards are always written; ``dolma_jsonl`` adds ``OUTPUT/dolma/*.jsonl.zst`` (after dedup).
-    output_formats: list[Literal["parquet", "dolma_jsonl"]] = ["parquet"]
-    #: Sections of registered phases without a field above (e.g. ``report:``), moved here at load.
+    #: ``parquet`` shards are always written; each other entry names an export phase (e.g.
+    #: ``dolma_jsonl``: ``OUTPUT/dolma/*.jsonl.zst``, after dedup).
+    output_formats: list[str] = ["parquet"]
+    #: Sections of registered phases (``dedup:``, ``mix:``, ``tokenize:``, ``report:``, ...), moved here at load.
     sections: dict[str, dict[str, Any] | None] = {}
     source_file: str | None = None
+
+    @field_validator("output_formats")
+    @classmethod
+    def _known_formats(cls, v):
+        from datapipe.phase import phases
+
+        known = ["parquet"] + [p.name for p in phases() if any(d.role == "export" for d in p.writes)]
+        bad = [f for f in v if f not in known]
+        if bad:
+            raise ValueError(f"unknown output format {bad[0]!r}; known: {', '.join(known)}")
+        return v
 
     @field_validator("stages")
     @classmethod

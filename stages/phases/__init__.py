@@ -1,11 +1,12 @@
-"""Global phases: work over the whole run after phase 1 (dedup, mix + tokenize, exports, the report).
+"""The built-in global phases: dedup, publish, the Dolma export, mix + tokenize, the report.
 
-Each module registers a ``datapipe.phase.Phase``; the runner iterates them in the order below
-and knows none by name. A new global step (decontamination, say) is one module added here.
+Each module registers a ``datapipe.phase.Phase``. The runner orders them by the datasets they
+declare (``datapipe.phase.run_order``) and knows none by name. A phase in another package is
+found through the entry-point group ``datapipe.phases`` and needs no change here.
 """
 import importlib
 
-#: Imported by ``load_all``, in run order.
+#: The built-in phase modules (imported by ``load_all``; their order does not matter).
 PHASE_MODULES = [
     "datapipe.stages.phases.dedup.phase",
     "datapipe.stages.phases.publish",

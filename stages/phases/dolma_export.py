@@ -94,6 +94,7 @@ def export_dolma(run_dir: str, source_name: str = "datapipe", storage_options: d
 # ------------------------------------------------------------------ the registered phase
 
 from datapipe.phase import (  # noqa: E402
+    Dataset,
     Phase,
     PhaseContext,
     PhaseResult,
@@ -106,9 +107,10 @@ class DolmaExportPhase(Phase):
     """``output_formats: [parquet, dolma_jsonl]``: also ``OUTPUT/dolma/<task>.jsonl.zst``."""
 
     name = "dolma_jsonl"
+    label = "export"
     sections = {}
     reads = ("documents",)
-    writes = "dolma"
+    writes = (Dataset("dolma", EXPORT_DIR, "*.jsonl.zst", "export"),)
 
     @classmethod
     def enabled(cls, manifest) -> bool:
@@ -120,10 +122,6 @@ class DolmaExportPhase(Phase):
     def outputs_present(self, ctx: PhaseContext) -> bool:
         fs, root = fs_and_path(ctx.url(EXPORT_DIR), ctx.storage_options)
         return fs.exists(root)
-
-    @classmethod
-    def output_globs(cls, config: dict) -> list[str]:
-        return [f"{EXPORT_DIR}/*"]
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         ctx.progress("export dolma_jsonl")

@@ -1,25 +1,21 @@
-"""Phase ``publish``: without dedup, phase 1's kept rows are the run's documents.
+"""Phase ``publish``: when no other phase transforms the documents, phase 1's kept rows are the
+run's documents.
 
-Copies ``_filtered/<task>.parquet`` to ``documents/<task>.parquet`` for every task of the plan,
-one Dask task per shard. Enabled exactly when the ``dedup:`` section is absent (then no other
-phase writes ``documents/``).
+Copies ``_filtered/<task>.parquet`` to ``documents/<task>.parquet`` for every task of the plan
+(pre-masking text columns dropped), one Dask task per shard. A documents transform like the
+others, enabled exactly when no other enabled phase writes the documents.
 """
 from __future__ import annotations
 
-from datapipe.stages.phases.dedup.phase import (
-    SOURCE,
-    _documents_present,
-    remove_leftover_temps,
-)
-
 from datapipe.engine.shuffle_store import Store
 from datapipe.formats.documents import without_snapshots
-from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
+from datapipe.io.parquet import remove_temporaries
+from datapipe.phase import DOCUMENTS, Phase, PhaseContext, PhaseResult, phases, register_phase
 
 
-def _copy(store: Store, name: str) -> int:
-    t = without_snapshots(store.read(f"{SOURCE}/{name}.parquet"))  # no pre-masking text in documents/
-    store.write(f"documents/{name}.parquet", t)
+def _copy(store: Store, src: str, dst: str) -> int:
+    t = without_snapshots(store.read(src))  # no pre-masking text in documents/
+    store.write(dst, t)
     return t.num_rows
 
 
@@ -27,20 +23,21 @@ def _copy(store: Store, name: str) -> int:
 class PublishPhase(Phase):
     name = "publish"
     sections = {}
-    reads = ("tasks",)
-    writes = "documents"
+    rank = 1000   # only ever alone
+    reads = ("documents",)
+    writes = (DOCUMENTS,)
 
     @classmethod
     def enabled(cls, manifest) -> bool:
-        return manifest.section("dedup") is None
-
-    def outputs_present(self, ctx: PhaseContext) -> bool:
-        return _documents_present(ctx)
+        return not any(p is not cls and p.transforms_documents() and p.enabled(manifest) for p in phases())
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         store = Store(ctx.output, ctx.storage_options)
-        names = [t for t in ctx.task_ids if store.exists(f"{SOURCE}/{t}.parquet")]
+        names = [t for t in ctx.task_ids if store.exists(f"{ctx.documents_in}/{t}.parquet")]
         ctx.progress("write documents")
-        rows = ctx.client.gather(ctx.client.map(_copy, [store] * len(names), names, pure=False))
-        remove_leftover_temps(store)  # of copies killed mid-write (their retries wrote under new names)
+        rows = ctx.client.gather(ctx.client.map(
+            _copy, [store] * len(names), [f"{ctx.documents_in}/{t}.parquet" for t in names],
+            [f"{ctx.documents_out}/{t}.parquet" for t in names], pure=False))
+        # of copies killed mid-write (their retries wrote under new names)
+        remove_temporaries(store.fs, store.path(f"{ctx.documents_out}/*"))
         return PhaseResult(stats={"shards": len(names), "documents": int(sum(rows))})

@@ -23,8 +23,6 @@ work. Each shard's apply only reads immutable sources, so it can run twice.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
 
@@ -42,23 +40,27 @@ from datapipe.stages.phases.dedup.steps import (
 )
 
 from datapipe.engine.ledger import StageCounts
+from datapipe.engine.lineage import fingerprint as lineage_fingerprint
 from datapipe.engine.shuffle_store import Store
 from datapipe.formats.documents import without_snapshots
 from datapipe.io.parquet import remove_temporaries
 
-SOURCE = "_filtered"  # phase-1 kept rows (datapipe.engine.task.KINDS)
+SOURCE = "_filtered"  # phase-1 kept rows (datapipe.engine.task.KINDS): the default source
+DEST = "documents"    # the default destination of the kept rows
 
-MARKER = "_phases/dedup.json"
+#: The summary of the last run_dedup of a run folder (stats and counts), kept after the work is gone.
+STATS_FILE = "_dedup.json"
 WORK = "_dedup_work"
+REJECTED = "rejected"
+REJECTED_PREFIX = "dedup-"
 #: Bump when the algorithm changes what it decides, so old markers do not skip a new run.
 ALGO_VERSION = 3
 REJECT_STAGE = "dedup"
 
 
 def fingerprint(config: DedupConfig) -> str:
-    """sha256 (hex) of the config JSON and ALGO_VERSION: what a completion marker is valid for."""
-    blob = json.dumps({"v": ALGO_VERSION, "cfg": config.model_dump(mode="json")}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    """sha256 (hex) of the config and ALGO_VERSION: what a step's completion record is valid for."""
+    return lineage_fingerprint({"v": ALGO_VERSION, "cfg": config.model_dump(mode="json")})
 
 
 def step_names(config: DedupConfig) -> list[str]:
@@ -77,7 +79,7 @@ class StepRunner:
     def __init__(self, client, ctx: Ctx, retries: int):
         self.client, self.ctx, self.retries = client, ctx, retries
         # one key per plan and run directory: two runs on one cluster never share a task's result
-        self.tag = hashlib.sha256(f"{ctx.fp}\0{ctx.work.url}".encode()).hexdigest()[:12]
+        self.tag = lineage_fingerprint(ctx.fp, ctx.work.url, length=12)
         self.ran: list[str] = []
         self.files: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = {}   # wall time of the steps run here (not resumed ones)
@@ -188,7 +190,7 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     t0 = time.perf_counter()
     drops = drops_of(ctx, i)
     ed = steps.edits(ctx, shard)
-    rej_rel = f"rejected/dedup-{shard.name}"
+    rej_rel = f"{REJECTED}/{REJECTED_PREFIX}{shard.name}"
     table = store.read(shard.rel)
     drop_ids = drops.column("id")
     in_doc = pc.is_in(table.column("id"), value_set=drop_ids)
@@ -214,7 +216,7 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
         store.write(rej_rel, rejected)
     elif store.exists(rej_rel):
         store.rm(rej_rel)
-    store.write(f"documents/{shard.name}", kept)
+    store.write(f"{ctx.dest}/{shard.name}", kept)
     counts = _counts(kept, rejected, names, removed)
     counts[names[0]]["seconds"] = round(time.perf_counter() - t0, 6)
     ctx.work.write_json(done, counts)
@@ -258,12 +260,13 @@ def _counts(kept: pa.Table, rejected: pa.Table, names: list[str], ngram_removed:
     return out
 
 
-def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[str] | None) -> list[list]:
+def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[str] | None,
+            source: str = SOURCE) -> list[list]:
     """The listing: ``[reference index (-1: own), path]`` per shard, own shards first."""
     if task_ids is None:
-        rels = store.glob(f"{SOURCE}/*.parquet")
+        rels = store.glob(f"{source}/*.parquet")
     else:
-        rels = [r for r in (f"{SOURCE}/{t}.parquet" for t in task_ids) if store.exists(r)]
+        rels = [r for r in (f"{source}/{t}.parquet" for t in task_ids) if store.exists(r)]
     out = [[-1, rel] for rel in rels]
     for j, d in enumerate(config.reference_dirs):
         out += [[j, rel] for rel in Store(d, storage_options).glob("*.parquet")]
@@ -271,25 +274,25 @@ def _shards(store: Store, config: DedupConfig, storage_options, task_ids: list[s
 
 
 #: Outputs of this phase whose temporary files (``<file>.tmp-<hex>``) killed writers may leave.
-TEMP_PATTERNS = ("documents/*", "rejected/dedup-*")
-
-
-def remove_leftover_temps(store: Store) -> list[str]:
-    """Remove the temporary files of ``documents/`` and ``rejected/dedup-*`` that killed writers
+def remove_leftover_temps(store: Store, dest: str = DEST) -> list[str]:
+    """Remove the temporary files of ``dest/`` and ``rejected/dedup-*`` that killed writers
     left (``datapipe.io.parquet.remove_temporaries``); return their paths relative to the run.
     Called after the last writing step has returned."""
     base = store.root.rstrip("/") + "/"
     return [p[len(base):] if p.startswith(base) else p
-            for pat in TEMP_PATTERNS for p in remove_temporaries(store.fs, store.path(pat))]
+            for pat in (f"{dest}/*", f"{REJECTED}/{REJECTED_PREFIX}*")
+            for p in remove_temporaries(store.fs, store.path(pat))]
 
 
 def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
               storage_options: dict | None = None, progress=None, task_ids: list[str] | None = None,
-              lineage: str = "", retries: int = 2) -> dict[str, StageCounts]:
+              lineage: str = "", retries: int = 2, source: str = SOURCE,
+              dest: str = DEST) -> dict[str, StageCounts]:
     """Deduplicate a run's phase-1 documents across the whole run.
 
-    Reads ``run_dir/_filtered/<task>.parquet`` for ``task_ids`` (all of them when None), never
-    modifying them, and writes ``run_dir/documents/<task>.parquet`` (kept rows; line edits applied)
+    Reads ``run_dir/<source>/<task>.parquet`` (default phase 1's kept rows, ``_filtered/``) for
+    ``task_ids`` (all of them when None), never modifying them, and writes
+    ``run_dir/<dest>/<task>.parquet`` (default ``documents/``; kept rows, line edits applied)
     and ``run_dir/rejected/dedup-<task>.parquet`` (document schema, ``reject_reason`` in
     {``dedup:exact``, ``dedup:lines``, ``dedup:near``}, ``reject_stage = "dedup"``, ``duplicate_of``:
     kept id, null for ``dedup:lines``). ``client``: a ``distributed.Client``; every step is a set of
@@ -298,22 +301,22 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
     ``dedup_signatures`` with ``config.minhash``'s settings).
 
     Returns ``{"dedup_exact"|"dedup_lines"|"dedup_near": StageCounts}`` for the enabled steps, in
-    order, chained (``in`` of each = ``kept`` of the previous), and writes ``_phases/dedup.json``
-    (``MARKER``: fingerprint, config, stats, counts). Finished steps of an unfinished plan in
+    order, chained (``in`` of each = ``kept`` of the previous), and writes ``_dedup.json``
+    (``STATS_FILE``: config, stats, counts; :func:`load_stats`). Finished steps of an unfinished plan in
     ``_dedup_work`` with the same fingerprint (config + ``lineage``, the fingerprint of the
     sources) are kept; any other plan is discarded. Raises ValueError when signatures do not match
     ``config.minhash.num_perm``. ``progress(step)``, if given, is called as a step starts.
-    No temporary file of a writer killed in the run is left in ``documents/`` or ``rejected/``
+    No temporary file of a writer killed in the run is left in ``dest/`` or ``rejected/``
     (:func:`remove_leftover_temps`).
     """
     config = config or DedupConfig()
     store = Store(run_dir, storage_options)
-    fp, names = hashlib.sha256((fingerprint(config) + lineage).encode()).hexdigest(), step_names(config)
-    listing = _shards(store, config, storage_options, task_ids)
+    fp, names = lineage_fingerprint(fingerprint(config), lineage, source, dest), step_names(config)
+    listing = _shards(store, config, storage_options, task_ids, source)
     own = [i for i, (ref, _) in enumerate(listing) if ref < 0]
     work = Store(store.path(WORK), storage_options)
     bands, rows = config.minhash.band_rows()
-    ctx = Ctx(work, store, config.partitions or max(1, len(own)), config, bands, rows, fp)
+    ctx = Ctx(work, store, config.partitions or max(1, len(own)), config, bands, rows, fp, dest=dest)
     t0 = time.perf_counter()
     if not (work.exists(LISTING) and work.read_json(LISTING).get("fingerprint") == fp):
         work.rm("")
@@ -336,10 +339,10 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
     else:  # every step off: the sources are the documents
         for i in own:
             s = ctx.shard(i)
-            store.write(f"documents/{s.name}", without_snapshots(store.read(s.rel)))
-    remove_leftover_temps(store)
-    store.write_json(MARKER, {"fingerprint": fp, "config": config.model_dump(mode="json"), "stats": stats,
-                              "counts": {k: v.to_dict() for k, v in totals.items()}})
+            store.write(f"{dest}/{s.name}", without_snapshots(store.read(s.rel)))
+    remove_leftover_temps(store, dest)
+    store.write_json(STATS_FILE, {"config": config.model_dump(mode="json"), "stats": stats,
+                                  "counts": {k: v.to_dict() for k, v in totals.items()}})
     if not config.keep_work:
         store.rm(WORK)
     return totals
@@ -347,15 +350,14 @@ def run_dedup(client, run_dir: str, config: DedupConfig | None = None,
 
 def load_stats(run_dir: str, storage_options: dict | None = None) -> dict:
     """The ``stats`` of a finished dedup (cluster-size histograms, pairs, rounds) from its marker."""
-    return Store(run_dir, storage_options).read_json(MARKER)["stats"]
-
-
-__all__ = ["run_dedup", "load_stats", "fingerprint", "step_names", "DedupConfig", "MARKER"]
+    return Store(run_dir, storage_options).read_json(STATS_FILE)["stats"]
 
 
 # ------------------------------------------------------------------ the registered phase
 
 from datapipe.phase import (  # noqa: E402
+    DOCUMENTS,
+    Dataset,
     Phase,
     PhaseContext,
     PhaseResult,
@@ -365,14 +367,16 @@ from datapipe.phase import (  # noqa: E402
 
 @register_phase
 class DedupPhase(Phase):
-    """Exact, line-level and MinHash LSH near-dedup over the whole run (section ``dedup:``).
-    Reads phase 1's kept rows, writes ``documents/`` and ``rejected/dedup-*``."""
+    """Exact, line-level and MinHash LSH near-dedup over the whole run (section ``dedup:``): a
+    documents transform, the first (rank 10); removed documents go to ``rejected/dedup-<task>``."""
 
     name = "dedup"
     version = ALGO_VERSION
+    rank = 10
     sections = {"dedup": DedupConfig}
-    reads = ("tasks",)
-    writes = "documents"
+    reads = ("documents",)
+    writes = (DOCUMENTS, Dataset("dedup_rejected", REJECTED, REJECTED_PREFIX + "{task}.parquet", "rejected"))
+    work = (WORK, STATS_FILE)
 
     @classmethod
     def required_stages(cls, manifest) -> list[dict]:
@@ -385,24 +389,25 @@ class DedupPhase(Phase):
         if hasattr(cfg, "check"):
             cfg.check()
 
-    def outputs_present(self, ctx: PhaseContext) -> bool:
-        return _documents_present(ctx)
-
     @classmethod
-    def output_globs(cls, config: dict) -> list[str]:
-        return ["rejected/dedup-*"]  # documents/ is published by whichever of dedup / publish runs
+    def applied_config(cls, config: dict, stats: dict) -> dict:
+        minhash = (config.get("dedup") or {}).get("minhash")
+        chosen = banding(stats)
+        if minhash and chosen and minhash.get("bands") is None:
+            minhash["bands"], minhash["rows"] = chosen
+        return config
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         cfg = self.manifest.section("dedup")
         counts = run_dedup(ctx.client, ctx.output, cfg, ctx.storage_options, progress=ctx.progress,
-                           task_ids=ctx.task_ids, lineage=ctx.lineage.get("tasks", ""),
-                           retries=self.manifest.cluster.retries)
+                           task_ids=ctx.task_ids, lineage=ctx.lineage.get(DOCUMENTS.name, ""),
+                           retries=self.manifest.cluster.retries, source=ctx.documents_in, dest=ctx.documents_out)
         stats = load_stats(ctx.output, ctx.storage_options)
         return PhaseResult(stats={**{k: v.to_dict() for k, v in counts.items()}, "stats": stats}, ledger=counts)
 
 
-def _documents_present(ctx: PhaseContext) -> bool:
-    """Every task with phase-1 kept rows has its ``documents/`` shard."""
-    store = Store(ctx.output, ctx.storage_options)
-    return all(store.exists(f"documents/{t}.parquet") for t in ctx.task_ids
-               if store.exists(f"{SOURCE}/{t}.parquet"))
+def banding(stats: dict) -> tuple[int, int] | None:
+    """(bands, rows) a finished dedup chose (its config leaves them null by default), from the
+    phase's result ``stats`` as ``ledger.json`` keeps them."""
+    st = stats.get("stats") or {}
+    return (st["bands"], st["rows"]) if "bands" in st and "rows" in st else None

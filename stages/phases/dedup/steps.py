@@ -61,6 +61,7 @@ class Ctx:
     rows: int
     fp: str
     flush_rows: int = FLUSH_ROWS
+    dest: str = "documents"   # folder (relative to the run) the kept rows are written to
 
     def shard(self, i: int) -> Shard:
         ref, rel = _listing(self)[i]

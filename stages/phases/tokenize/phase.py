@@ -13,8 +13,8 @@ Three rounds of tasks over ``run_dir/documents/*.parquet`` (any fsspec URL):
    rest), sorts by key and writes ``<output>/shard-NNNNN.parquet`` atomically.
 
 Everything that decides content (ids, rates, keys, cuts) is a function of the documents and the
-config alone, so the shards are byte-identical whatever the number of workers. The phase is done
-when ``_phases/tokenize.json`` holds the same fingerprint (configs + tokenizer hash + inputs).
+config alone, so the shards are byte-identical whatever the number of workers. The work is done
+when ``_tokenize.json`` (``DONE_FILE``) holds the same fingerprint (configs + tokenizer hash + inputs).
 """
 from __future__ import annotations
 
@@ -43,9 +43,11 @@ from datapipe.stages.phases.tokenize.tokenizer import (
 )
 
 from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
-from datapipe.io.parquet import remove_temporaries, write_json_atomic
+from datapipe.io.parquet import read_json, remove_temporaries, write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"
+WORK = "_tokenize"           # intermediate files (removed unless keep_intermediate)
+DONE_FILE = "_tokenize.json"  # the last finished run's fingerprint and result
 _KEYED = [pa.field("key", pa.int64(), nullable=False)]
 _CACHE: dict[str, TextTokenizer] = {}
 
@@ -168,12 +170,12 @@ def _shard_cuts(keys: np.ndarray, ntok: np.ndarray, budget: int) -> list[int]:
 
 
 def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeConfig,
-                     storage_options: dict | None = None, progress=None) -> dict:
+                     storage_options: dict | None = None, progress=None, reuse: bool = True) -> dict:
     """Run phase 3 over ``run_dir/documents/*.parquet`` on the Dask ``client``; return counts.
 
     Writes ``run_dir/<tokenize.output>/shard-NNNNN.parquet`` (schema ``token_schema``), its
-    ``index.json`` and the marker ``run_dir/_phases/tokenize.json``. Skips all work when the marker's
-    fingerprint matches. Raises TokenizerError (bad tokenizer/EOS/BOS/dtype) before any task runs.
+    ``index.json`` and the record ``run_dir/_tokenize.json``. Skips all work when the record's
+    fingerprint matches and ``reuse`` (the phase passes False: the run's lineage decides). Raises TokenizerError (bad tokenizer/EOS/BOS/dtype) before any task runs.
     Returned dict: ``fingerprint``, ``skipped``, ``documents_in``, ``documents_sampled`` (distinct
     docs with >= 1 copy), ``rows`` (copies written), ``tokens``, ``tokens_per_domain``,
     ``available_tokens_per_domain``, ``docs_per_domain``, ``shards``, ``dtype``, ``plan``, ``seconds``.
@@ -191,16 +193,16 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     cfg_fp = config_fingerprint(mix, tokenize, tok.sha256)
     sig = [(PurePosixPath(p).name, fs.info(p).get("size"), str(fs.checksum(p))) for p in inputs]
     fp = hashlib.sha256(json.dumps([cfg_fp, sig]).encode()).hexdigest()
-    marker, out = f"{root}/_phases/tokenize.json", f"{root}/{tokenize.output}"
-    if fs.exists(marker) and fs.exists(f"{out}/index.json"):
+    marker, out = f"{root}/{DONE_FILE}", f"{root}/{tokenize.output}"
+    if reuse and fs.exists(marker) and fs.exists(f"{out}/index.json"):
         with fs.open(marker, "r") as fh:
             done = json.load(fh)
         if done.get("fingerprint") == fp:
             return done["result"] | {"skipped": True}
-    work = f"{root}/_tokenize/{fp[:16]}"
+    work = f"{root}/{WORK}/{fp[:16]}"
     if fs.exists(out):  # an unfinished or outdated phase 3: its shards are not trusted
         fs.rm(out, recursive=True)
-    for d in (f"{work}/enc", f"{work}/sampled", out, f"{root}/_phases"):
+    for d in (f"{work}/enc", f"{work}/sampled", out):
         fs.makedirs(d, exist_ok=True)
     names = [PurePosixPath(p).stem for p in inputs]
     enc = [f"{work}/enc/{n}.parquet" for n in names]
@@ -257,18 +259,14 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
               "plan": plan, "seconds": round(time.time() - t0, 3)}
     write_json_atomic(marker, {"fingerprint": fp, "result": result}, fs=fs, sort_keys=True)
     if not tokenize.keep_intermediate:
-        fs.rm(f"{root}/_tokenize", recursive=True)
+        fs.rm(f"{root}/{WORK}", recursive=True)
     return result
 
 
 # ------------------------------------------------------------------ the registered phase
 
-from datapipe.phase import (  # noqa: E402
-    Phase,
-    PhaseContext,
-    PhaseResult,
-    register_phase,
-)
+from datapipe.engine.ledger import InvariantError  # noqa: E402
+from datapipe.phase import Dataset, Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
 
 
 @register_phase
@@ -277,9 +275,11 @@ class TokenizePhase(Phase):
     on when ``tokenize:`` is present). Reads ``documents/``, writes ``OUTPUT/<tokenize.output>/``."""
 
     name = "tokenize"
+    label = "mix + tokenize"
     sections = {"mix": MixConfig, "tokenize": TokenizeConfig}
     reads = ("documents",)
-    writes = "tokens"
+    writes = (Dataset("tokens", TokenizeConfig.model_fields["output"].default, "*", "tokens"),)
+    work = (WORK, DONE_FILE)
 
     @classmethod
     def enabled(cls, manifest) -> bool:
@@ -312,11 +312,35 @@ class TokenizePhase(Phase):
         return fs.exists(root)
 
     @classmethod
-    def output_globs(cls, config: dict) -> list[str]:
+    def datasets(cls, config: dict) -> tuple[Dataset, ...]:
         out = (config.get("tokenize") or {}).get("output") or TokenizeConfig.model_fields["output"].default
-        return [f"{out.strip('/')}/*"]
+        return (Dataset("tokens", out.strip("/"), "*", "tokens"),)
+
+    def verify(self, ctx: PhaseContext) -> dict:
+        """The index's ``total_documents`` equals the rows of its shards, and the folder holds no
+        shard or temporary file the index does not list."""
+        folder = self._configs()[1].output
+        index = read_json(ctx.url(folder, "index.json"), ctx.storage_options)
+        if index is None:
+            return {}
+        fs, root = fsspec.core.url_to_fs(ctx.url(folder), **ctx.storage_options)
+        shards = [f"{root}/{s['path']}" for s in index["shards"]]
+        n_tok = sum(pq.ParquetFile(fs.open(p, "rb")).metadata.num_rows for p in shards)
+        if n_tok != index["total_documents"]:
+            raise InvariantError(f"{folder}/index.json says {index['total_documents']} documents, "
+                                 f"its shards hold {n_tok}")
+        others = sorted(set(fs.glob(f"{root}/*.parquet")) - set(shards) | set(fs.glob(f"{root}/*.tmp-*")))
+        if others:
+            raise InvariantError(f"{folder}/ holds shard(s) or temporary file(s) its index does not list, "
+                                 f"e.g. {others[0]}")
+        return {"token_rows": n_tok}
+
+    def summary(self, stats: dict) -> list[str]:
+        per = ", ".join(f"{d} {n:,}" for d, n in sorted(stats.get("tokens_per_domain", {}).items()))
+        return [f"tokens: {stats.get('tokens', 0):,} ({stats.get('dtype')}) in {stats.get('shards')} shard(s) "
+                f"under {self.manifest.output}/{self._configs()[1].output}; per domain: {per}"]
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         mix, tok = self._configs()
         return PhaseResult(stats=run_mix_tokenize(ctx.client, ctx.output, mix, tok, ctx.storage_options,
-                                                  progress=ctx.progress))
+                                                  progress=ctx.progress, reuse=False))  # the runner's lineage decides

@@ -1,5 +1,5 @@
 """Phase ``report``: ``OUTPUT/report.html``, the run explained (funnel, reasons, languages, dedup
-clusters, tokens per domain, time per stage; see datapipe.inspect.report). Section ``report:``
+clusters, tokens per domain, time per stage; see datapipe.stages.phases.report.html). Section ``report:``
 (``enabled: false`` skips it, e.g. in tests; ``histograms: true`` also draws one histogram per
 signal column, which ``datapipe report RUN_DIR`` does on demand). Reads every output, so any change
 redraws it; a failure to draw is a warning, never a failed run."""
@@ -9,7 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from datapipe.phase import Phase, PhaseContext, PhaseResult, register_phase
+from datapipe.phase import Dataset, Phase, PhaseContext, PhaseResult, register_phase
+
+REPORT_FILE = "report.html"
 
 
 class ReportConfig(BaseModel):
@@ -28,7 +30,7 @@ class ReportPhase(Phase):
     name = "report"
     sections = {"report": ReportConfig}
     reads = ("*",)
-    writes = "report"
+    writes = (Dataset("report", "", REPORT_FILE, "report"),)
     optional = True  # a failure is logged, the run goes on
 
     @classmethod
@@ -39,15 +41,11 @@ class ReportPhase(Phase):
     def outputs_present(self, ctx: PhaseContext) -> bool:
         from datapipe.io.parquet import fs_and_path
 
-        fs, p = fs_and_path(ctx.url("report.html"), ctx.storage_options)
+        fs, p = fs_and_path(ctx.url(REPORT_FILE), ctx.storage_options)
         return fs.exists(p)
 
-    @classmethod
-    def output_globs(cls, config: dict) -> list[str]:
-        return ["report.html"]
-
     def run(self, ctx: PhaseContext) -> PhaseResult:
-        from datapipe.inspect.report import write_report
+        from datapipe.stages.phases.report.html import write_report
 
         ctx.progress("draw the report")
         cfg = self.manifest.section("report") or ReportConfig()

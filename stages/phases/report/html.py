@@ -235,8 +235,8 @@ def _tokens_chart(tk: dict) -> str:
 def _settings_html(run: I.Run) -> str:
     """Every stage's and phase section's settings as run (defaults filled in), one row each."""
     from datapipe.cli.termfmt import flat_items, short_value
+    from datapipe.stages.phases.dedup.phase import banding
     from datapipe.inspect.run_config import (
-        dedup_banding,
         effective_phase_configs,
         effective_stage_configs,
     )
@@ -246,8 +246,9 @@ def _settings_html(run: I.Run) -> str:
                 if cfg is not None]
     for name, cfg in effective_stage_configs(run) + sections:
         items = list(flat_items(cfg or {}))
-        if name == "dedup" and dedup_banding(run):
-            items.append(("minhash.bands x rows (chosen)", "{} x {}".format(*dedup_banding(run))))
+        chosen = banding((run.ledger_dict.get("phases") or {}).get(name) or {}) if name == "dedup" else None
+        if chosen:
+            items.append(("minhash.bands x rows (chosen)", "{} x {}".format(*chosen)))
         for k, (key, v) in enumerate(items):
             head = f'<th rowspan="{len(items)}">{html.escape(name)}</th>' if k == 0 else ""
             val = v if isinstance(v, str) else short_value(v)
@@ -315,7 +316,9 @@ def write_report(run_dir: str, out: str | None = None, storage_options: dict | N
         raise ValueError(f"log_y must be one of {', '.join(LOG_Y)}, not {log_y!r}")
     run = I.Run.open(run_dir, storage_options)
     page = render(run, log_y, histograms)
-    target = out or join(run.url, "report.html")
+    from datapipe.stages.phases.report import REPORT_FILE
+
+    target = out or join(run.url, REPORT_FILE)
     fs, path = fs_and_path(target, storage_options if out is None else None)
     with fs.open(path, "w", encoding="utf-8") as fh:
         fh.write(page)
