@@ -166,7 +166,7 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
                    if m]
             if ".tmp-" in name and (own or folder.startswith(INTERMEDIATE)):
                 out.append(p)
-            elif own and own[0].group("task") in task_ids:
+            elif any(m.group("task") in task_ids for m in own):   # "dedup-<id>" also reads as task "dedup-<id>"
                 continue
             elif own:
                 out.append(p)

@@ -28,7 +28,7 @@ from datapipe.io.parquet import join, remove_file, write_json_atomic
 from datapipe.io.paths import InputSet, resolve_inputs
 from datapipe.manifest.load import Manifest
 from datapipe.engine.verify import verify_run
-from datapipe.phase import documents_chain, initial_lineage, phase_fingerprint, phases, read_marker, write_marker
+from datapipe.phase import INTERMEDIATE, documents_chain, initial_lineage, phase_fingerprint, phases, read_marker, write_marker
 
 log = logging.getLogger("datapipe")
 
@@ -253,6 +253,17 @@ def _remove(paths: list[str], storage_options: dict | None) -> None:
         remove_file(p, storage_options)
 
 
+def _prune_intermediates(output: str, storage_options: dict | None) -> None:
+    """Remove the empty folders of document versions no transform writes any more."""
+    from datapipe.io.parquet import fs_and_path
+
+    fs, root = fs_and_path(output, storage_options)
+    base = f"{root.rstrip('/')}/{INTERMEDIATE}"
+    for d in fs.glob(f"{base}/*") + [base]:
+        if fs.isdir(d) and not fs.find(d):
+            fs.rm(d, recursive=True)
+
+
 def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_dashboard=None,
         on_records=None, on_plan=None, on_phase=None, client=None, force_from: str | None = None,
         only: list[str] | None = None) -> RunResult:
@@ -274,6 +285,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         if force_from == PHASE1:
             _remove([join(manifest.output, "_tasks", f"{t}.json") for t in plan.task_ids], so)
         _remove(plan.stale, so)  # outputs of inputs no longer in the manifest; leftovers of killed writers
+        _prune_intermediates(manifest.output, so)
         with _client_for(manifest, client) as cl:
             records, dashboard = _phase1(cl, manifest, plan, progress, on_dashboard, on_records, on_plan)
             ledger = Ledger()
