@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from datapipe import yaml_guard
 from datapipe.io.parquet import fs_and_path, join, read_json
 from datapipe.ledger import Ledger
 
@@ -104,8 +105,8 @@ class Run:
         if stages is None and self.ledger_dict.get("manifest"):
             try:
                 with open(self.ledger_dict["manifest"]) as fh:
-                    stages = (yaml.safe_load(fh) or {}).get("stages")
-            except OSError:
+                    stages = (yaml_guard.safe_load(fh.read()) or {}).get("stages")
+            except (OSError, ValueError, yaml.YAMLError):  # gone, or no longer a manifest (YamlSizeError too)
                 stages = None
         return [next(iter(s.items())) for s in (stages or [])]
 

@@ -4,7 +4,8 @@ A bad manifest fails before any work with ``ManifestError``, whose message names
 line and the field (``manifests/x.yaml:12: stages[1].langid.min_score: Input should be a valid
 number``); an unknown stage lists the known ones.
 
-A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags), a stage name
+A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags) after
+``datapipe.yaml_guard`` bounds what its aliases expand to, a stage name
 is only looked up in the registry of stages shipped with datapipe (``datapipe.stage.registry``),
 a phase section only among the sections of registered phases (``datapipe.phase``), and nothing from the YAML is evaluated or
 imported. Folder names it gives for outputs stay inside the run directory (datapipe.safe_paths).
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from datapipe import yaml_guard
 from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.stage import Stage, registry
 
@@ -316,8 +318,10 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
     except OSError as e:
         raise ManifestError(f"cannot read {what} {source}: {e.strerror}") from e
     try:
-        data = yaml.safe_load(text)
+        data = yaml_guard.safe_load(text)
         lines = _line_map(text)
+    except yaml_guard.YamlSizeError as e:
+        raise ManifestError(f"{source}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark else ""
