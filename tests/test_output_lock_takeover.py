@@ -94,7 +94,8 @@ def test_a_reused_pid_is_stale_and_a_live_holder_is_not(tmp_path):
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         started = psutil.Process(live.pid).create_time()
-        rec = {"host": socket.gethostname(), "pid": live.pid, "started": started, "boot": output_lock._boot_id(),
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        rec = {"host": socket.gethostname(), "pid": live.pid, "started": started, "boot": boot,
                "since": time.time(), "heartbeat": time.time(), "token": "live"}
         (tmp_path / LOCK_NAME).write_text(json.dumps(rec))
         with pytest.raises(OutputLockedError, match=f"in use by pid {live.pid} "):
