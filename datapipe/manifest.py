@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from datapipe import yaml_guard
 from datapipe.io.members import MAX_RECORD_BYTES
@@ -95,6 +95,13 @@ class Cluster(_Strict):
     """Dask cluster. ``address`` (tcp://HOST:PORT) connects to an existing scheduler; otherwise a
     ``LocalCluster`` with ``workers`` processes (default: one per core) of ``threads_per_worker``.
 
+    The LocalCluster talks TLS with a throw-away CA (``runner.local_security``): no other process
+    can use its scheduler. An external scheduler at a ``tls://`` address is reached with
+    ``tls_ca_file`` (the CA that signed the scheduler's certificate), ``tls_cert`` and ``tls_key``
+    (this client's certificate and key, PEM files; the key may sit in the cert file), or, without
+    them, with Dask's own TLS configuration (``distributed.comm.tls.*``). A ``tcp://`` scheduler
+    beyond loopback is unauthenticated: anyone who reaches it runs code on its workers (a warning).
+
     ``memory_limit`` is per worker process (the nanny restarts a worker above 95% of it):
     ``auto`` = ``AUTO_MEMORY_SHARE`` (90%) of the machine's memory (its cgroup limit if lower)
     split evenly between the workers (``worker_memory_limit``); or a size (``4GiB``), a fraction
@@ -107,6 +114,25 @@ class Cluster(_Strict):
     memory_limit: str = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     retries: int = Field(2, ge=0)
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    @model_validator(mode="after")
+    def _tls(self):
+        """TLS files only with a ``tls://`` address, a CA with a certificate, and files that exist."""
+        given = [n for n in ("tls_ca_file", "tls_cert", "tls_key") if getattr(self, n)]
+        if not given:
+            return self
+        if not (self.address or "").startswith("tls://"):
+            raise ValueError(f"{', '.join(given)} need a tls:// address (cluster.address / --scheduler)")
+        if not (self.tls_ca_file and self.tls_cert):
+            raise ValueError("TLS to a scheduler needs both tls_ca_file and tls_cert (tls_key if not in the cert)")
+        for n in given:
+            v = getattr(self, n)
+            if not v.lstrip().startswith("-----BEGIN") and not os.path.isfile(v):  # a path, or the PEM text
+                raise ValueError(f"{n} {v!r} is not a file")
+        return self
 
     @field_validator("address")
     @classmethod

@@ -200,8 +200,36 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="aut
     with dask.config.set(cfg):
         return HealingLocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                    memory_limit=memory_limit, dashboard_address=dashboard_address,
-                                   host="127.0.0.1", silence_logs=logging.ERROR,
+                                   host="127.0.0.1", silence_logs=logging.ERROR, security=local_security(),
                                    scheduler_kwargs={"allowed_failures": retries})
+
+
+def local_security():
+    """TLS with a throw-away CA for a LocalCluster (``distributed.Security.temporary``): scheduler,
+    workers and client hold certificates signed by a key that only this process knows, so another
+    local process reaching the scheduler's port cannot connect, let alone run code in a worker
+    (the port is open to every user of the host). Needs the ``cryptography`` package."""
+    from distributed.security import Security
+
+    return Security.temporary()
+
+
+def _dask_tls_configured() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.comm.tls.ca-file", None))
+
+
+def cluster_security(c):
+    """The ``distributed.Security`` for ``cluster.address`` (``manifest.Cluster``): its ``tls_*``
+    files when given (TLS required), else None, which lets Dask read its own configuration
+    (``distributed.comm.tls.*``, e.g. ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``)."""
+    if not (c.tls_ca_file or c.tls_cert):
+        return None
+    from distributed.security import Security
+
+    return Security(tls_ca_file=c.tls_ca_file, tls_client_cert=c.tls_cert, tls_client_key=c.tls_key,
+                    require_encryption=True)
 
 
 @contextmanager
@@ -211,8 +239,15 @@ def dask_client(manifest: Manifest, quiet: bool = False):
 
     c = manifest.cluster
     if c.address:
+        if c.address.startswith("tcp://") and dashboard_exposed(c.address.split("://", 1)[1]):
+            log.warning("the Dask scheduler %s is reached without TLS: anyone who reaches it can run code on its "
+                        "workers; use a tls:// address with cluster.tls_ca_file / tls_cert / tls_key", c.address)
+        security = cluster_security(c)
+        if c.address.startswith("tls://") and security is None and not _dask_tls_configured():
+            raise ClusterError(f"the Dask scheduler at {c.address} talks TLS: give cluster.tls_ca_file and "
+                               "cluster.tls_cert (or Dask's distributed.comm.tls.* configuration)")
         try:
-            client = Client(c.address)
+            client = Client(c.address, security=security)
         except (OSError, TimeoutError) as e:  # wrong address, scheduler down, firewall
             raise ClusterError(f"cannot reach the Dask scheduler at {c.address}: {e}") from e
         try:
