@@ -417,11 +417,16 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
 
 def _check_stages(m: Manifest, source: str, lines: dict) -> None:
     reg = registry()
+    first: dict[str, int] = {}
     for i, item in enumerate(m.stages):
         (name, cfg), = item.items()
         if name not in reg:
             raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}; "
                                 f"known stages: {', '.join(sorted(reg))}")
+        if name in first:  # its output columns would be written twice: every file failed at run time
+            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: stage {name!r} is listed twice "
+                                f"(stages[{first[name]}] and stages[{i}]); a stage runs once per run")
+        first[name] = i
         if cfg is not None and not isinstance(cfg, dict):
             raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: config must be a mapping")
         try:

@@ -2,9 +2,9 @@
 
 ``OUTPUT/.datapipe.lock`` holds ``{host, pid, started, boot, since, heartbeat, token}``. On a local
 or shared POSIX file system the whole look-and-take step (create with ``O_CREAT|O_EXCL``; or read
-the holder, judge it stale, remove it and create ours) runs under an exclusive ``flock`` on
-``OUTPUT/.datapipe.lock.guard``, so two runs that find the same stale lock cannot both take it
-over (without the guard both removed and recreated it, 2 of 15 trials). On an object store it is a
+the holder, judge it stale, remove it and create ours) runs under an exclusive ``flock`` on the
+output folder, so two runs that find the same stale lock cannot both take it over (without it
+both removed and recreated it, 2 of 15 trials). On an object store it is a
 lease object: written if absent, then read back to check that this run's token won; a stale one is
 removed only if it still holds the token judged stale (no store-wide atomic step exists there).
 
@@ -32,7 +32,6 @@ from datapipe.io.parquet import fs_and_path, join
 
 log = logging.getLogger("datapipe")
 LOCK_NAME = ".datapipe.lock"
-GUARD_NAME = ".datapipe.lock.guard"
 HEARTBEAT_S = 30.0
 STALE_BEATS = 20
 STALE_S = STALE_BEATS * HEARTBEAT_S
@@ -154,18 +153,18 @@ class OutputLock:
 
     @contextlib.contextmanager
     def _guard(self):
-        """Exclusive flock on ``GUARD_NAME`` while looking and taking (local file systems only).
-        The guard file is never removed: removing it would let two runs lock two different files."""
+        """Exclusive flock on the output folder itself while looking and taking (local file systems;
+        a folder, not a guard file: nothing is left in the output)."""
         if not self._local():
             yield
             return
         import fcntl
 
-        fd = os.open(f"{self.path.rsplit('/', 1)[0]}/{GUARD_NAME}", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(self.path.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError as e:  # ENOLCK: an NFS mount without lock support; O_EXCL still holds
+            except OSError as e:  # e.g. an NFS mount emulating flock: O_EXCL still holds for creation
                 log.debug("no flock on %s: %s", self.output, e)
             yield
         finally:

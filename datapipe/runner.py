@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from datapipe.io.parquet import join, remove_file, write_json_atomic
 from datapipe.io.paths import InputSet, resolve_inputs
 from datapipe.ledger import Ledger, StageCounts
-from datapipe.manifest import Manifest
+from datapipe.manifest import Manifest, ManifestError
 from datapipe.output_lock import OutputLock
 from datapipe.phase import PhaseContext, phase_fingerprint, phases, read_marker, write_marker
-from datapipe.plan import PHASE1, RunPlan, make_plan, tasks_fingerprint
+from datapipe.plan import PHASE1, RunPlan, check_phase_names, make_plan, tasks_fingerprint
 from datapipe.task import PROGRESS_TOPIC, run_file_task
 from datapipe.task_failure import record_failed_task
 
@@ -116,11 +116,28 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
                 check_cache.remember(ph)
     i = manifest.inputs
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
+    check_extraction(manifest, inputs)
     if probe_output:
         check_output_writable(manifest.output, i.storage_options)
     else:
         check_output_usable(manifest.output, i.storage_options)
     return inputs
+
+
+def check_extraction(manifest: Manifest, inputs) -> None:
+    """HTML inputs (WARC / ARC responses) need the ``extract`` stage: without it every page was
+    kept with empty text and tokenized as a lone EOS. Raises ManifestError naming a file."""
+    from datapipe.io.readers import detect_format
+
+    if any(next(iter(s)) == "extract" for s in manifest.stages):
+        return
+    fmt = manifest.inputs.format
+    for path in inputs:
+        name = str(path).lower()
+        kind = detect_format(name) if fmt == "auto" else fmt
+        if kind in ("warc", "arc") and ".wet" not in name and ".wat" not in name:  # WET is text already
+            raise ManifestError(f"{manifest.source_file or 'manifest'}: stages: input {path} holds HTML pages "
+                                "(WARC/ARC) and no stage extracts their text: add '- extract: {}' to stages")
 
 
 def check_output_usable(output: str, storage_options: dict | None = None) -> None:
@@ -300,6 +317,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     counts or files disagree), ClusterError.
     """
     t0 = time.time()
+    check_phase_names(manifest, force_from, only)  # a bad --from creates nothing
     if inputs is None:
         inputs = check_before_work(manifest)
     so = manifest.inputs.storage_options
