@@ -407,9 +407,13 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
             if not isinstance(raw, dict):
                 raise ManifestError(f"{_where(source, lines, (name,))}: section {name!r} must be a mapping")
             try:
-                cls(**raw)
+                section = cls(**raw)
             except ValidationError as e:
                 raise ManifestError(validation_message(source, lines, e, (name,))) from None
+            try:  # checks that hold for the section in a manifest only (mix: weights of known domains)
+                getattr(section, "check_in_manifest", lambda: None)()
+            except ValueError as e:
+                raise ManifestError(f"{_where(source, lines, (name,))}: {e}") from None
     if not m.inputs.paths and not m.inputs.crawl:
         raise ManifestError(f"{_where(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
     return m
