@@ -13,6 +13,7 @@ counted twice. Counters are kept per run output, so one long-lived scheduler can
 """
 from __future__ import annotations
 
+import html
 import json
 import logging
 
@@ -120,7 +121,9 @@ def _counters_doc(scheduler, extra, doc) -> None:
         names = list(t["stages"])
         src.data = {"stage": names, **{c: [t["stages"][n][c] for n in names] for c in COLUMNS}}
         fig.y_range.factors = names[::-1]
-        head.text = f"<h3>datapipe run: {t['run'] or '(none yet)'}</h3><p>{t['tasks']} task(s) reporting</p>"
+        # the run's output path is any string a user chose: text, never markup (Div renders HTML)
+        run = html.escape(str(t["run"])) if t["run"] else "(none yet)"
+        head.text = f"<h3>datapipe run: {run}</h3><p>{int(t['tasks'])} task(s) reporting</p>"
 
     update()
     doc.add_periodic_callback(update, 1000)

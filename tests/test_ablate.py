@@ -402,3 +402,19 @@ def test_progress_per_training_step_and_per_run(ablation, capsys):
     cap = capsys.readouterr()
     assert "proxy runs (mix-a seed 0)" in cap.err and "1/2" in cap.err and "3/3" in cap.err
     assert "[1/2] mix-a seed 0 done" in cap.err and cap.out == ""  # stdout stays clean for --json
+
+
+def test_a_manifest_cannot_run_a_program(small_run, tmp_path):
+    """A manifest is data: ``trainer: {kind: command, command: ...}`` in the file is refused (one line,
+    exit 2) and the program never runs; the same template given with --trainer-cmd is accepted."""
+    marker = tmp_path / "ran"
+    cmd = f"{sys.executable} -c \"open('{marker}', 'w')\" {{out}}"
+    mf = _manifest(small_run, "prog", trainer={"kind": "command", "command": cmd})
+    p = subprocess.run(CLI + ["ablate", str(mf), "--json", "--no-progress"], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert len(p.stderr.strip().splitlines()) == 1 and "--trainer-cmd" in p.stderr
+    assert f"{mf}:" in p.stderr and "trainer.command" in p.stderr
+    assert not marker.exists() and not (small_run / "prog").exists()
+    # from the command line it is the user's own program: accepted (load only, nothing trained here)
+    m = load_ablation_manifest(_manifest(small_run, "prog2"), {"trainer.kind": "command", "trainer.command": cmd})
+    assert m.trainer.command == cmd

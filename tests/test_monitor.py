@@ -33,6 +33,8 @@ def cluster_run(data_dir, tmp_path_factory, warm_client):
                       {"inputs.paths": inputs, "inputs.crawl": None, "output": str(out),
                        "batch_size": 8})  # small batches: several live reports per file
     m.cluster.address = warm_client.scheduler.address
+    sec = warm_client.security  # the cluster's TLS (its throw-away CA), as an external one would be reached
+    m.cluster.tls_ca_file, m.cluster.tls_cert, m.cluster.tls_key = sec.tls_ca_file, sec.tls_client_cert, sec.tls_client_key
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
     with RunProgress(console, len(inputs)) as prog:
         res = runner.run(m, progress=prog.progress, on_records=prog.on_records, on_plan=prog.on_plan,

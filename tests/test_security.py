@@ -176,4 +176,4 @@ def test_dashboard_binds_to_loopback_by_default(tmp_path):
             lambda dask_scheduler: [s.getsockname()[0] for s in dask_scheduler.http_server._sockets.values()])
         sched = client.scheduler.address
     assert hosts and set(hosts) == {"127.0.0.1"}
-    assert sched.startswith("tcp://127.0.0.1:")
+    assert sched.startswith("tls://127.0.0.1:")  # TLS: tests/test_cluster_tls.py

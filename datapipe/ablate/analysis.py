@@ -9,8 +9,6 @@ the fallback to the best tried mixture when the fit is poor) lives in ``datapipe
 """
 from __future__ import annotations
 
-import base64
-import html
 from pathlib import Path
 
 import numpy as np

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from datapipe.manifest.load import ManifestError, read_yaml_mapping, validation_message
+from datapipe.manifest.load import _OVERRIDDEN, ManifestError, _where, read_yaml_mapping, validation_message
 
 
 class _Strict(BaseModel):
@@ -132,7 +132,9 @@ class Proxy(_Strict):
 
 class Trainer(_Strict):
     """``builtin`` (PyTorch proxy) or ``command``: a template run once per mixture, e.g.
-    ``python train.py {train_index} {eval_dir} {out}``; it must write ``{out}/metrics.json``."""
+    ``python train.py {train_index} {eval_dir} {out}``; it must write ``{out}/metrics.json``.
+    The command is given with ``--trainer-cmd`` only: ``load_ablation_manifest`` refuses a
+    ``trainer.command`` (or ``kind: command``) written in the file."""
 
     kind: Literal["builtin", "command"] = "builtin"
     command: str | None = None
@@ -234,7 +236,22 @@ def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | 
     Raises ManifestError naming file, line and field.
     """
     data, lines, source = read_yaml_mapping(path, "ablation manifest", overrides)
+    _no_program_from_file(data, lines, source)
     try:
         return AblationManifest(**data)
     except ValidationError as e:
         raise ManifestError(validation_message(source, lines, e)) from None
+
+
+def _no_program_from_file(data: dict, lines: dict, source: str) -> None:
+    """A manifest is data: the external trainer's command comes from ``--trainer-cmd`` (or the
+    ``overrides`` of a Python caller), never from the file, which anyone may have handed over."""
+    tr = data.get("trainer")
+    if not isinstance(tr, dict) or lines.get(("trainer", "command")) == _OVERRIDDEN:
+        return
+    if "command" in tr:
+        raise ManifestError(f"{_where(source, lines, ('trainer', 'command'))}: a manifest names no program to run; "
+                            "give the trainer on the command line: --trainer-cmd 'TEMPLATE'")
+    if tr.get("kind") == "command":
+        raise ManifestError(f"{_where(source, lines, ('trainer', 'kind'))}: trainer kind 'command' needs "
+                            "--trainer-cmd 'TEMPLATE' on the command line (a manifest names no program to run)")

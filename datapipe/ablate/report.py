@@ -18,7 +18,6 @@ import html
 import json
 from pathlib import Path
 
-import yaml
 
 from datapipe.ablate.regmix import EPS
 

@@ -99,11 +99,14 @@ def _client(m: AblationManifest):
     import dask
     from distributed import Client, LocalCluster
 
+    from datapipe.engine.runner import local_security
+
     if m.cluster.scheduler:
         return Client(m.cluster.scheduler), None
     with dask.config.set(PROXY_WORKER_CONFIG):
         cluster = LocalCluster(n_workers=m.cluster.workers, threads_per_worker=m.cluster.threads_per_worker,
-                               processes=True, dashboard_address="127.0.0.1:0", host="127.0.0.1")
+                               processes=True, dashboard_address="127.0.0.1:0", host="127.0.0.1",
+                               security=local_security())  # TLS: no other local process can use it
     return Client(cluster), cluster
 
 

@@ -108,10 +108,13 @@ def cmd_run(args) -> int:
         overrides["output_formats"] = sorted(set(args.output_format) | {"parquet"})
     if args.limit is not None:
         overrides["inputs.limit"] = args.limit
+    from datapipe.engine.plan import PlanError, check_phase_names
+
     try:
         manifest = load_manifest(args.manifest, overrides)
+        check_phase_names(manifest, args.force_from, args.only)  # before the output folder is probed (made)
         inputs = runner.check_before_work(manifest, probe_output=not args.dry_run)
-    except (ManifestError, ModelError, InputError, TokenizerError) as e:
+    except (ManifestError, ModelError, InputError, TokenizerError, PlanError) as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False)
         return 2
     if args.dry_run:

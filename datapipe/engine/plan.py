@@ -267,6 +267,16 @@ def phase_context(client, manifest, task_ids: list[str], lineage: dict, folders:
     return ctx
 
 
+def check_phase_names(manifest, force_from: str | None = None, only: list[str] | None = None) -> list[str]:
+    """The enabled phases' names, after checking ``force_from`` and ``only`` name one of them (or
+    ``phase1``). Raises PlanError. Cheap: run before anything is created (the output folder)."""
+    names = [ph.name for ph in phases() if ph.enabled(manifest)]
+    for n in ([force_from] if force_from else []) + list(only or []):
+        if n != PHASE1 and n not in names:
+            raise PlanError(f"unknown or disabled phase {n!r}; this manifest runs: {PHASE1}, {', '.join(names)}")
+    return names
+
+
 def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] | None = None) -> RunPlan:
     """The plan of a run of ``manifest`` over ``inputs`` (an ``InputSet`` or list of canonical names).
 
@@ -274,10 +284,7 @@ def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] |
     one rerun); ``only``: phase names rerun whatever their markers say. Raises PlanError for an
     unknown phase name.
     """
-    names = [ph.name for ph in phases() if ph.enabled(manifest)]
-    for n in ([force_from] if force_from else []) + list(only or []):
-        if n != PHASE1 and n not in names:
-            raise PlanError(f"unknown or disabled phase {n!r}; this manifest runs: {PHASE1}, {', '.join(names)}")
+    names = check_phase_names(manifest, force_from, only)
     forced: set[str] = set(only or [])
     if force_from:   # phase1: every phase after it too, as --help says
         forced |= set(names if force_from == PHASE1 else names[names.index(force_from):])

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 from datapipe.engine.ledger import Ledger, StageCounts
 from datapipe.engine.lock import OutputLock
-from datapipe.engine.plan import PHASE1, RunPlan, make_plan, phase_context, tasks_fingerprint
+from datapipe.engine.plan import PHASE1, RunPlan, check_phase_names, make_plan, phase_context, tasks_fingerprint
 from datapipe.engine.task import PROGRESS_TOPIC, run_file_task
 from datapipe.engine.task_failure import record_failed_task
 from datapipe.io.parquet import join, remove_file, write_json_atomic
 from datapipe.io.paths import InputSet, resolve_inputs
-from datapipe.manifest.load import Manifest
 from datapipe.engine.verify import verify_run
+from datapipe.manifest.load import Manifest, ManifestError
 from datapipe.phase import INTERMEDIATE, documents_chain, initial_lineage, phase_fingerprint, phases, read_marker, write_marker
 
 log = logging.getLogger("datapipe")
@@ -117,11 +117,28 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
                 check_cache.remember(ph)
     i = manifest.inputs
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
+    check_extraction(manifest, inputs)
     if probe_output:
         check_output_writable(manifest.output, i.storage_options)
     else:
         check_output_usable(manifest.output, i.storage_options)
     return inputs
+
+
+def check_extraction(manifest: Manifest, inputs) -> None:
+    """HTML inputs (WARC / ARC responses) need the ``extract`` stage: without it every page was
+    kept with empty text and tokenized as a lone EOS. Raises ManifestError naming a file."""
+    from datapipe.io.readers import detect_format
+
+    if any(next(iter(s)) == "extract" for s in manifest.stages):
+        return
+    fmt = manifest.inputs.format
+    for path in inputs:
+        name = str(path).lower()
+        kind = detect_format(name) if fmt == "auto" else fmt
+        if kind in ("warc", "arc") and ".wet" not in name and ".wat" not in name:  # WET is text already
+            raise ManifestError(f"{manifest.source_file or 'manifest'}: stages: input {path} holds HTML pages "
+                                "(WARC/ARC) and no stage extracts their text: add '- extract: {}' to stages")
 
 
 def check_output_usable(output: str, storage_options: dict | None = None) -> None:
@@ -201,8 +218,36 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="aut
     with dask.config.set(cfg):
         return HealingLocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                                    memory_limit=memory_limit, dashboard_address=dashboard_address,
-                                   host="127.0.0.1", silence_logs=logging.ERROR,
+                                   host="127.0.0.1", silence_logs=logging.ERROR, security=local_security(),
                                    scheduler_kwargs={"allowed_failures": retries})
+
+
+def local_security():
+    """TLS with a throw-away CA for a LocalCluster (``distributed.Security.temporary``): scheduler,
+    workers and client hold certificates signed by a key that only this process knows, so another
+    local process reaching the scheduler's port cannot connect, let alone run code in a worker
+    (the port is open to every user of the host). Needs the ``cryptography`` package."""
+    from distributed.security import Security
+
+    return Security.temporary()
+
+
+def _dask_tls_configured() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.comm.tls.ca-file", None))
+
+
+def cluster_security(c):
+    """The ``distributed.Security`` for ``cluster.address`` (``manifest.Cluster``): its ``tls_*``
+    files when given (TLS required), else None, which lets Dask read its own configuration
+    (``distributed.comm.tls.*``, e.g. ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``)."""
+    if not (c.tls_ca_file or c.tls_cert):
+        return None
+    from distributed.security import Security
+
+    return Security(tls_ca_file=c.tls_ca_file, tls_client_cert=c.tls_cert, tls_client_key=c.tls_key,
+                    require_encryption=True)
 
 
 @contextmanager
@@ -212,8 +257,15 @@ def dask_client(manifest: Manifest, quiet: bool = False):
 
     c = manifest.cluster
     if c.address:
+        if c.address.startswith("tcp://") and dashboard_exposed(c.address.split("://", 1)[1]):
+            log.warning("the Dask scheduler %s is reached without TLS: anyone who reaches it can run code on its "
+                        "workers; use a tls:// address with cluster.tls_ca_file / tls_cert / tls_key", c.address)
+        security = cluster_security(c)
+        if c.address.startswith("tls://") and security is None and not _dask_tls_configured():
+            raise ClusterError(f"the Dask scheduler at {c.address} talks TLS: give cluster.tls_ca_file and "
+                               "cluster.tls_cert (or Dask's distributed.comm.tls.* configuration)")
         try:
-            client = Client(c.address)
+            client = Client(c.address, security=security)
         except (OSError, TimeoutError) as e:  # wrong address, scheduler down, firewall
             raise ClusterError(f"cannot reach the Dask scheduler at {c.address}: {e}") from e
         try:
@@ -277,6 +329,7 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
     counts or files disagree), ClusterError.
     """
     t0 = time.time()
+    check_phase_names(manifest, force_from, only)  # a bad --from creates nothing
     if inputs is None:
         inputs = check_before_work(manifest)
     so = manifest.inputs.storage_options

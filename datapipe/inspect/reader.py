@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from datapipe.engine.ledger import Ledger
+from datapipe.manifest import yaml_guard
 from datapipe.io.parquet import fs_and_path, join, read_json
 
 #: Shard folders of a run and what ``--kept`` / ``--rejected`` / errors query.
@@ -81,10 +83,27 @@ class Run:
         return list(s.names) if s is not None else []
 
     def connect(self) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection that can read the run's shard folders and nothing else.
+
+        ``--where`` is user SQL: without the lock it could read any file the user can
+        (``read_text('/etc/passwd')``), write files (``COPY ... TO``), attach databases or install
+        extensions. ``allowed_directories`` names the shard folders, ``enable_external_access =
+        false`` shuts every other file, network and extension access, and ``lock_configuration``
+        keeps the query from turning it back on (DuckDB's own sandboxing settings).
+        """
         con = duckdb.connect()
-        if not _is_local(self.url):  # remote runs: let DuckDB read through fsspec
-            fs, _ = fs_and_path(self.url, self.storage_options)
+        fs, root = fs_and_path(self.url, self.storage_options)
+        if _is_local(self.url):
+            dirs = [os.path.join(os.path.realpath(root), d) + "/" for d in KINDS.values()]
+            dirs += [os.path.join(os.path.abspath(root), d) + "/" for d in KINDS.values()]
+        else:  # remote runs: DuckDB reads through fsspec and spells a path either way
             con.register_filesystem(fs)
+            proto = _proto(fs)
+            dirs = [f"{proto}://{root.lstrip('/')}/{d}/" for d in KINDS.values()]
+            dirs += [f"{proto}:///{root.lstrip('/')}/{d}/" for d in KINDS.values()]
+        con.execute(f"SET allowed_directories = [{', '.join(_sql_str(d) for d in dict.fromkeys(dirs))}]")
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
         return con
 
     def source(self, kind: str) -> str:
@@ -104,8 +123,8 @@ class Run:
         if stages is None and self.ledger_dict.get("manifest"):
             try:
                 with open(self.ledger_dict["manifest"]) as fh:
-                    stages = (yaml.safe_load(fh) or {}).get("stages")
-            except OSError:
+                    stages = (yaml_guard.safe_load(fh.read()) or {}).get("stages")
+            except (OSError, ValueError, yaml.YAMLError):  # gone, or no longer a manifest (YamlSizeError too)
                 stages = None
         return [next(iter(s.items())) for s in (stages or [])]
 

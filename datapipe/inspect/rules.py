@@ -18,6 +18,7 @@ import sys
 import yaml
 
 from datapipe.inspect.reader import InspectError, Run, _ident
+from datapipe.manifest import yaml_guard
 
 
 def stage_class(name: str):
@@ -153,7 +154,11 @@ def parse_change(change: str) -> tuple[str, str, object]:
     m = re.fullmatch(r"\s*([\w-]+)\.([\w.-]+)\s*=(.*)", change)
     if not m:
         raise InspectError(f"--what-if {change!r}: expected STAGE.PARAM=VALUE, e.g. langid.min_score=0.9")
-    return m.group(1), m.group(2), yaml.safe_load(m.group(3))
+    try:
+        value = yaml_guard.safe_load(m.group(3))
+    except (yaml.YAMLError, yaml_guard.YamlSizeError) as e:
+        raise InspectError(f"--what-if {change!r}: the value is not YAML: {e}") from None
+    return m.group(1), m.group(2), value
 
 
 def what_if(run: Run, changes: list[str]) -> dict:

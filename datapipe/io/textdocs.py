@@ -117,6 +117,10 @@ def text_item(obj, fields: dict, source: str, offset: int, nbytes: int) -> ReadI
     url = get_path(obj, fields.get("url"))
     url = url if isinstance(url, str) else None
     rid, date = get_path(obj, fields.get("id")), get_path(obj, fields.get("date"))
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int))):
+        # an object or list id was stored as its Python repr: no id anyone can look up
+        return ReadItem(row, "errored", "read:bad_id",
+                        f"id field {fields.get('id')!r} is a {type(rid).__name__}, not a string or integer")
     keep = fields.get("metadata")
     if keep == "*":
         skip = set().union(*(_top_names(fields.get(k)) for k in ("text", "id", "url", "date")))

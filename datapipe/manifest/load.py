@@ -4,7 +4,8 @@ A bad manifest fails before any work with ``ManifestError``, whose message names
 line and the field (``manifests/x.yaml:12: stages[1].langid.min_score: Input should be a valid
 number``); an unknown stage lists the known ones.
 
-A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags), a stage name
+A manifest is data, not code: it is read with ``yaml.safe_load`` (no Python tags) after
+``datapipe.manifest.yaml_guard`` bounds what its aliases expand to, a stage name
 is only looked up in the registry of stages shipped with datapipe (``datapipe.stage.registry``),
 a phase section only among the sections of registered phases (``datapipe.phase``), and nothing from the YAML is evaluated or
 imported. Folder names it gives for outputs stay inside the run directory (datapipe.engine.safe_paths).
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from datapipe.manifest import yaml_guard
 from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.stage import Stage, registry
 
@@ -93,6 +95,13 @@ class Cluster(_Strict):
     """Dask cluster. ``address`` (tcp://HOST:PORT) connects to an existing scheduler; otherwise a
     ``LocalCluster`` with ``workers`` processes (default: one per core) of ``threads_per_worker``.
 
+    The LocalCluster talks TLS with a throw-away CA (``runner.local_security``): no other process
+    can use its scheduler. An external scheduler at a ``tls://`` address is reached with
+    ``tls_ca_file`` (the CA that signed the scheduler's certificate), ``tls_cert`` and ``tls_key``
+    (this client's certificate and key, PEM files; the key may sit in the cert file), or, without
+    them, with Dask's own TLS configuration (``distributed.comm.tls.*``). A ``tcp://`` scheduler
+    beyond loopback is unauthenticated: anyone who reaches it runs code on its workers (a warning).
+
     ``memory_limit`` is per worker process (the nanny restarts a worker above 95% of it):
     ``auto`` = ``AUTO_MEMORY_SHARE`` (90%) of the machine's memory (its cgroup limit if lower)
     split evenly between the workers (``worker_memory_limit``); or a size (``4GiB``), a fraction
@@ -105,6 +114,25 @@ class Cluster(_Strict):
     memory_limit: str = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     retries: int = Field(2, ge=0)
+    tls_ca_file: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    @model_validator(mode="after")
+    def _tls(self):
+        """TLS files only with a ``tls://`` address, a CA with a certificate, and files that exist."""
+        given = [n for n in ("tls_ca_file", "tls_cert", "tls_key") if getattr(self, n)]
+        if not given:
+            return self
+        if not (self.address or "").startswith("tls://"):
+            raise ValueError(f"{', '.join(given)} need a tls:// address (cluster.address / --scheduler)")
+        if not (self.tls_ca_file and self.tls_cert):
+            raise ValueError("TLS to a scheduler needs both tls_ca_file and tls_cert (tls_key if not in the cert)")
+        for n in given:
+            v = getattr(self, n)
+            if not v.lstrip().startswith("-----BEGIN") and not os.path.isfile(v):  # a path, or the PEM text
+                raise ValueError(f"{n} {v!r} is not a file")
+        return self
 
     @field_validator("address")
     @classmethod
@@ -325,8 +353,10 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
     except OSError as e:
         raise ManifestError(f"cannot read {what} {source}: {e.strerror}") from e
     try:
-        data = yaml.safe_load(text)
+        data = yaml_guard.safe_load(text)
         lines = _line_map(text)
+    except yaml_guard.YamlSizeError as e:
+        raise ManifestError(f"{source}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f":{mark.line + 1}" if mark else ""
@@ -386,9 +416,13 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
             if not isinstance(raw, dict):
                 raise ManifestError(f"{_where(source, lines, (name,))}: section {name!r} must be a mapping")
             try:
-                cls(**raw)
+                section = cls(**raw)
             except ValidationError as e:
                 raise ManifestError(validation_message(source, lines, e, (name,))) from None
+            try:  # checks that hold for the section in a manifest only (mix: weights of known domains)
+                getattr(section, "check_in_manifest", lambda: None)()
+            except ValueError as e:
+                raise ManifestError(f"{_where(source, lines, (name,))}: {e}") from None
     if not m.inputs.paths and not m.inputs.crawl:
         raise ManifestError(f"{_where(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
     return m
@@ -396,11 +430,16 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
 
 def _check_stages(m: Manifest, source: str, lines: dict) -> None:
     reg = registry()
+    first: dict[str, int] = {}
     for i, item in enumerate(m.stages):
         (name, cfg), = item.items()
         if name not in reg:
             raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}; "
                                 f"known stages: {', '.join(sorted(reg))}")
+        if name in first:  # its output columns would be written twice: every file failed at run time
+            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: stage {name!r} is listed twice "
+                                f"(stages[{first[name]}] and stages[{i}]); a stage runs once per run")
+        first[name] = i
         if cfg is not None and not isinstance(cfg, dict):
             raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: config must be a mapping")
         try:

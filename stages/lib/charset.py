@@ -2,7 +2,8 @@
 
 Order of evidence:
 
-1. a byte-order mark (UTF-8/UTF-16/UTF-32; case B11);
+1. a byte-order mark (UTF-8/UTF-16/UTF-32; case B11); without one, UTF-16 LE/BE recognised by its
+   NUL bytes in every other position (``sniff_utf16``; the ASCII markup of a page makes them);
 2. valid UTF-8 with at least one multi-byte sequence (an incomplete sequence cut off at the very
    end, as in a truncated record, is allowed and dropped): such bytes are almost never legacy
    single-byte text, so they beat a contrary label (case B13: meta says ISO-8859-1);
@@ -245,12 +246,40 @@ def decode_payload(data: bytes, http_charset: str | None = None) -> Decoded:
     return Decoded(text, codec, declared, [CHARSET_OVERRIDE] if overridden else [])
 
 
+#: Bytes looked at for UTF-16 without a BOM (2,048 code units), and the share of units that must
+#: have a NUL high byte: an HTML page's markup is ASCII, so UTF-16 puts a NUL in every other byte
+#: for most of it, which no single-byte or ASCII-compatible multi-byte charset does.
+UTF16_SNIFF_BYTES = 4096
+UTF16_MIN_NUL_SHARE = 0.25
+
+
+def sniff_utf16(data: bytes) -> str | None:
+    """``'utf-16-le'`` / ``'utf-16-be'`` for BOM-less UTF-16 (NULs in the odd / even bytes of at
+    least ``UTF16_MIN_NUL_SHARE`` of the first code units, and in under a tenth as many of the
+    other ones), else None."""
+    head = data[:UTF16_SNIFF_BYTES]
+    units = len(head) // 2
+    if units < 4:
+        return None
+    even, odd = head[0:units * 2:2].count(0), head[1:units * 2:2].count(0)
+    if odd >= UTF16_MIN_NUL_SHARE * units and even * 10 < odd:
+        return "utf-16-le"
+    if even >= UTF16_MIN_NUL_SHARE * units and odd * 10 < even:
+        return "utf-16-be"
+    return None
+
+
 def _choose(data: bytes, labels: list[str]) -> tuple[str, str]:
     for bom, enc in _BOMS:
         if data.startswith(bom):
             text = _try(data[len(bom):], enc)
             if text is not None:
                 return text, enc
+    if enc := sniff_utf16(data):  # before the ASCII test: NULs are ASCII
+        # a record cut off mid code unit (a truncated payload) loses that last half unit
+        text = _try(data[:len(data) - len(data) % 2], enc)
+        if text is not None:
+            return text, enc
     if data.isascii():
         # Every ASCII-compatible label gives the same text; nothing to detect.
         ascii_ok = ((t, enc) for enc in labels if (t := _try(data, enc)) is not None)

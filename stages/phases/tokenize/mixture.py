@@ -105,6 +105,20 @@ class MixConfig(BaseModel):
                 raise ValueError(f"{where} must be > 0 (repetitions of a domain), not {cap}")
         return v
 
+    def check_in_manifest(self) -> None:
+        """As a manifest's ``mix:`` section, ``weights`` (and per-domain ``max_epochs``) name domains
+        the rules or ``default_domain`` make: an unknown name was accepted and gave 0 tokens, or
+        every token to one domain. (The planner alone takes any domain names.) Raises ValueError."""
+        known = sorted({r.domain for r in self.rules} | {self.default_domain})
+        per_domain = [("weights", self.weights)]
+        if isinstance(self.max_epochs, dict):
+            per_domain.append(("max_epochs", {k: v for k, v in self.max_epochs.items() if k != "*"}))
+        for name, mapping in per_domain:
+            unknown = [d for d in mapping if d not in known]
+            if unknown:
+                raise ValueError(f"mix.{name} names domain(s) {', '.join(map(repr, unknown))} that no rule and not "
+                                 f"default_domain makes; known domains: {', '.join(known)}")
+
     def epochs_cap(self, domain: str) -> float:
         if isinstance(self.max_epochs, dict):
             return float(self.max_epochs.get(domain, self.max_epochs.get("*", 4.0)))
