@@ -1,11 +1,14 @@
-# Sourced at the start of every device call: site-packages, datapipe, shared data under /tmp/shared/data.
+# Sourced by run.sh at the start of every device call: site-packages, datapipe, shared data under
+# /tmp/shared/data. Carry folders (git-ignored, see README.md here): .bench-device (always),
+# .bench-device-report (report and dashboard packages), .bench-device-warc (realpages-1171 packed).
 echo "== $(date -u +%FT%TZ) host: $(nproc) cores, $(uptime)"
 unz() { if command -v zstd >/dev/null; then zstd -dc --long=27 "$1"; else python3 -c "import sys,pyarrow as pa; s=pa.CompressedInputStream(pa.OSFile(sys.argv[1]),'zstd'); o=sys.stdout.buffer
 while (b:=s.read(1<<22)): o.write(b)" "$1"; fi; }
-mkdir -p /tmp/site /tmp/shared/data/blocklists
-for t in .dev16/site_p1.tar.zst .dev16s/site_sk.tar.zst .dev16r/site_report.tar.zst; do [ -f $t ] && { unz $t | tar xf - -C /tmp/site || exit 1; }; done
-cp -r .dev16/data/* /tmp/shared/data/
-mkdir -p /tmp/ut1x && { unz .dev16/ut1s.tar.zst | tar xf - -C /tmp/ut1x; } && (cd /tmp/ut1x && mv ut1_urls urls && mv ut1_domains_sorted domains && tar cf - urls domains | gzip -1 > /tmp/shared/data/blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz) || exit 1
+D=.bench-device
+mkdir -p /tmp/site /tmp/shared/data/blocklists /tmp/shared/data/warc
+for t in $D/site_p1.tar.zst $D/site_sk.tar.zst .bench-device-report/site_report.tar.zst; do [ -f $t ] && { unz $t | tar xf - -C /tmp/site || exit 1; }; done
+cp -r $D/data/* /tmp/shared/data/
+mkdir -p /tmp/ut1x && { unz $D/ut1s.tar.zst | tar xf - -C /tmp/ut1x; } && (cd /tmp/ut1x && mv ut1_urls urls && mv ut1_domains_sorted domains && tar cf - urls domains | gzip -1 > /tmp/shared/data/blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz) || exit 1
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 DATAPIPE_SHARED_DATA=/tmp/shared/data DATAPIPE_MODELS=$PWD/models
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/tmp/pipe.log 2>&1 || { echo "editable install failed:"; tail -3 /tmp/pipe.log; exit 1; }
 command -v datapipe || ls "$(dirname "$(command -v python3)")"/datapipe || exit 1
@@ -16,10 +19,9 @@ for m in ['numpy','pyarrow','numba','scipy','sklearn','joblib','fsspec','dask','
     except Exception as e: print(m, 'IMPORT FAILED', type(e).__name__, e)
 " 2>&1
 echo "== setup done $(date -u +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
-# Helpers for the call scripts: seconds left before $END (the script's own deadline), and
-# realpages-1171 rebuilt from its pack (carry .dev16w), once per machine.
+# Seconds left before $END (the call's own deadline); realpages-1171 rebuilt from its pack, once per machine.
 left() { echo $(( END - $(date +%s) )); }
 realpages() {
   [ -f /tmp/shared/data/warc/realpages-1171.warc.gz ] || \
-    python3 .dev16/warcpack.py unpack .dev16w/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz
+    python3 benchmarks/device/warcpack.py unpack .bench-device-warc/realpages.pack /tmp/shared/data/warc/realpages-1171.warc.gz
 }

@@ -1,7 +1,7 @@
 """Where a one-page run's later phases spend their time: every Dask task's worker, start and
-compute seconds, and the phase steps' start times (issue 16 diagnostics; no figure of merit).
+compute seconds, and the phase steps' start times (a diagnostic; no figure of merit).
 
-    python3 benchmarks/device_issue16/task_stream.py [--workers 16]
+    python3 benchmarks/device/task_stream.py [--workers 16]
 
 Runs the main manifest on record 1 of realpages-1171 (as bench_fixed_cost.py) with its own
 LocalCluster and prints one line per task: seconds since the run started, compute seconds,
