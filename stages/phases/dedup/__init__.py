@@ -1,4 +1,4 @@
-"""Global deduplication (issue 4): normalization, MinHash signatures (phase 1 stage
+"""Global deduplication: normalization, MinHash signatures (phase 1 stage
 ``dedup_signatures``) and the Dask phase-2 :func:`run_dedup` (exact, line, MinHash LSH)."""
 from datapipe.stages.phases.dedup.config import DedupConfig, LinesConfig, MinHashConfig
 from datapipe.stages.lib.normalize import normalize_text
