@@ -21,8 +21,8 @@ def main(argv=None):
     kept = datasets.load_dataset("parquet", data_files=files("documents", "*.parquet"), split="train")
     print(f"kept documents: {kept.num_rows} rows; columns include {kept.column_names[:6]}")
     tokens = datasets.load_dataset("parquet", data_files=files("tokens", "shard-*.parquet"), split="train")
-    tokens = tokens.with_format("numpy", columns=["input_ids", "num_tokens"])
-    print(f"token shards: {tokens.num_rows} documents, {int(tokens['num_tokens'].sum())} tokens")
+    total = sum(int(n) for n in tokens["num_tokens"])
+    print(f"token shards: {tokens.num_rows} documents, {total} tokens; first ids {tokens[0]['input_ids'][:8]}")
     return kept, tokens
 
 
