@@ -61,9 +61,9 @@ def fixed_cost() -> list[str]:
                      _spread(d.get("cluster_start_s")), _spread(d.get("datapipe_run_s")),
                      _spread(d.get("cpu_s_process_tree"), "{:.0f}"), str(d.get("goal_s", "–"))))
     return ["## Fixed cost of a run", "",
-            "The main manifest on a one-record WARC: seconds beyond cluster start, median (min–max) over the "
+            ("The main manifest on a one-record WARC: seconds beyond cluster start, median (min–max) over the "
             "repetitions. Command: `python benchmarks/bench_fixed_cost.py --reps 5 --workers 16` "
-            "(on the device machine: `bash benchmarks/device/run.sh fixed-cost`).", "",
+            "(on the device machine: `bash benchmarks/device/run.sh fixed-cost`)."), "",
             *_table(("file", "workers", "fixed cost (s)", "cluster start (s)", "`datapipe run` (s)",
                      "CPU s, process tree", "goal (s)"), rows)]
 
@@ -77,10 +77,10 @@ def phase1_ratio() -> list[str]:
             rows.append((f"`{f.name}`", name, str(v.get("records", "–")), rng,
                          _spread(v.get("floor_ratio"), "{:.3f}"), _spread(v.get("floor_ratio_with_our_extraction"), "{:.3f}")))
     return ["## Phase 1 per core against its bound", "",
-            "CPU seconds of FastWARC + resiliparse extraction (the bound) over those of the main chain, on one core; "
+            ("CPU seconds of FastWARC + resiliparse extraction (the bound) over those of the main chain, on one core; "
             "the floor adds the chain's model calls to the bound. Command: "
             "`taskset -c 0 python benchmarks/bench_phase1.py --part ratio --reps 3 --cc-records 0` "
-            "(device: `bash benchmarks/device/run.sh ratio`).", "",
+            "(device: `bash benchmarks/device/run.sh ratio`)."), "",
             *_table(("file", "input", "records", "ratio", "floor ratio", "floor with our extraction"), rows)]
 
 
@@ -99,10 +99,10 @@ def scaling() -> list[str]:
                 rows.append((f"`{f.name}`", str(r.get("workers")), f"{d.get('files')} × {d.get('records_per_file')}",
                              str(d.get("split_bytes") or "–"), f"{r.get('records_per_s', '–')}", "–"))
     return ["## Scaling of phase 1", "",
-            "Records/s of phase 1 of the main chain at each worker count; efficiency = rate / (workers × the "
+            ("Records/s of phase 1 of the main chain at each worker count; efficiency = rate / (workers × the "
             "1-worker rate), per repetition, worker counts taken in turn. Command: "
             "`python benchmarks/bench_scaling.py --workers 1,16 --files 64 --records 600 --reps 3 --baseline-files 4` "
-            "(device: `bash benchmarks/device/run.sh scaling`, `scaling-split`, ...). `1p`: one worker pinned to one core.", "",
+            "(device: `bash benchmarks/device/run.sh scaling`, `scaling-split`, ...). `1p`: one worker pinned to one core."), "",
             *_table(("file", "workers", "files × records", "split bytes", "records/s", "efficiency"), rows)]
 
 
@@ -118,8 +118,8 @@ def dedup_scale() -> list[str]:
                          f"{max((r.get('peak_rss_mb') or {'-': 0}).values()):,.0f}",
                          str(q.get("planted_recall", "–")), str(q.get("pair_precision", "–"))))
     return ["## Dedup at scale", "",
-            "The dedup phase on the synthetic corpus of `benchmarks/scale_corpus.py`. Command: "
-            "`python benchmarks/bench_dedup_scale.py --docs 1000000 --workers 16` (`make bench-scale` runs 200,000).", "",
+            ("The dedup phase on the synthetic corpus of `benchmarks/scale_corpus.py`. Command: "
+            "`python benchmarks/bench_dedup_scale.py --docs 1000000 --workers 16` (`make bench-scale` runs 200,000)."), "",
             *_table(("file", "documents", "shards", "workers", "phase 2 wall (s)", "docs/s", "peak RSS, MiB",
                      "planted recall", "pair precision"), rows)]
 
@@ -135,9 +135,9 @@ def ablation() -> list[str]:
                      f"{d['seed_spearman']:.3f}" if isinstance(d.get("seed_spearman"), float) else "–",
                      f"{d['margin']:.3f}" if isinstance(d.get("margin"), float) else "–", str(d.get("decision", "–"))))
     return ["## Mixture ablation (CPU)", "",
-            "`make bench-ablate` (`benchmarks/bench_ablate_cpu.py`): a fresh `datapipe ablate manifests/ablation.yaml` "
+            ("`make bench-ablate` (`benchmarks/bench_ablate_cpu.py`): a fresh `datapipe ablate manifests/ablation.yaml` "
             "over `runs/sample`; wall and CPU seconds, the seed-to-seed Spearman of the ranking and the margin a "
-            "difference must exceed.", "",
+            "difference must exceed."), "",
             *_table(("file", "date", "mixtures", "proxy runs", "wall (s)", "CPU s", "seed Spearman", "margin",
                      "decision"), rows)]
 
@@ -147,10 +147,10 @@ KNOWN = {"fixed-cost", "phase1-ratio", "scaling", "dedup-scale", "ablation"}
 
 def page() -> str:
     lines = ["# Benchmark results", "",
-             "Generated from the result files under `benchmarks/results/` (`docs/gen_benchmarks.py`): what "
+             ("Generated from the result files under `benchmarks/results/` (`docs/gen_benchmarks.py`): what "
              "each file says, newest round last. Device files (`h200-...`) were taken on a 16-core host, "
              "`local-2core-...` and `cpu-...` on a shared 2-core machine. How to read them: "
-             "[Performance](../benchmarks/performance.md).", ""]
+             "[Performance](../benchmarks/performance.md)."), ""]
     for part in (fixed_cost, phase1_ratio, scaling, dedup_scale, ablation):
         lines += part()
     others = sorted(p.name for p in RESULTS.iterdir() if p.is_dir() and p.name not in KNOWN)

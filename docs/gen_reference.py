@@ -134,9 +134,9 @@ def phase_page(cls, schema: dict) -> str:
     doc = inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or "")
     src = f"{cls.__module__}.{cls.__qualname__}"
     lines = [f"# Phase `{cls.name}`", "", _first_paragraph(doc), "",
-             f"Class `{src}`, version {cls.version}. Reads: {', '.join(f'`{r}`' for r in cls.reads)}; "
+             (f"Class `{src}`, version {cls.version}. Reads: {', '.join(f'`{r}`' for r in cls.reads)}; "
              f"writes `{cls.writes}`. Run it alone with `datapipe run MANIFEST --only {cls.name}`, or it and "
-             f"every later phase with `--from {cls.name}`.", ""]
+             f"every later phase with `--from {cls.name}`."), ""]
     for sec in cls.sections:
         lines += [f"## Section `{sec}:`", ""]
         frag = schema["properties"].get(sec, {})
@@ -159,13 +159,13 @@ def manifest_page(schema: dict) -> str:
     phase_secs = {k for k, v in schema["properties"].items() if k != "stages" and _deref(v, defs) is not None
                   and k not in ("inputs", "cluster")}
     top["properties"] = {k: v for k, v in top["properties"].items() if k not in phase_secs}
-    lines = ["# Manifest", "", "A manifest is a YAML file: the job's inputs, output, cluster, the phase-1 `stages` in "
+    lines = ["# Manifest", "", ("A manifest is a YAML file: the job's inputs, output, cluster, the phase-1 `stages` in "
              "order (each `- name: {config}`) and the sections of the global phases. The same JSON Schema is "
-             "printed by `datapipe schema`; `datapipe init` writes it beside a new manifest for editors.", "",
+             "printed by `datapipe schema`; `datapipe init` writes it beside a new manifest for editors."), "",
              "## Top-level settings", ""]
     lines += _table([(f"`{r[0]}`", *r[1:]) for r in schema_rows(top, defs)])
-    lines += ["", "## Stages", "", "`stages:` is a list of one-key mappings, a registered stage name to its "
-              "config (or nothing, for the defaults):", ""]
+    lines += ["", "## Stages", "", ("`stages:` is a list of one-key mappings, a registered stage name to its "
+              "config (or nothing, for the defaults):"), ""]
     for item in schema["properties"]["stages"]["items"]["oneOf"]:
         lines.append(f"- [`{item['title']}`](stages/{item['title']}.md): {_md(item.get('description', ''))}")
     lines += ["", "## Phase sections", ""]
@@ -195,8 +195,8 @@ def write(out: Path = HERE / "reference") -> list[Path]:
     plist = phases()
     for cls in plist:
         pages[out / "phases" / f"{cls.name}.md"] = phase_page(cls, schema)
-    index = ["# Reference", "", "Generated from the code at build time (`docs/gen_reference.py`): the same "
-             "classes `datapipe run` validates a manifest with, so these pages say what it accepts.", "",
+    index = ["# Reference", "", ("Generated from the code at build time (`docs/gen_reference.py`): the same "
+             "classes `datapipe run` validates a manifest with, so these pages say what it accepts."), "",
              "- [Manifest](manifest.md): top-level settings, `inputs`, `cluster`, the list of stages and phase sections",
              "", "## Stages (phase 1, per document)", ""]
     index += [f"- [`{st['name']}`](stages/{st['name']}.md): {_first_paragraph(st['doc'])}" for st in catalog]
@@ -212,7 +212,7 @@ def write(out: Path = HERE / "reference") -> list[Path]:
 
 def nav(out: Path = HERE / "reference") -> list:
     """The reference section of the MkDocs nav for pages under ``out`` (paths relative to docs/)."""
-    rel = lambda p: str(p.relative_to(out.parent))  # noqa: E731
+    rel = lambda p: str(p.relative_to(out.parent))
     return [{"Overview": rel(out / "index.md")}, {"Manifest": rel(out / "manifest.md")},
             {"Stages": [{p.stem: rel(p)} for p in sorted((out / "stages").glob("*.md"))]},
             {"Phases": [{p.stem: rel(p)} for p in sorted((out / "phases").glob("*.md"), key=_phase_rank)]}]

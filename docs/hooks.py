@@ -8,8 +8,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import gen_benchmarks  # noqa: E402
-import gen_reference  # noqa: E402
+import gen_benchmarks
+import gen_reference
 
 
 def on_config(config, **kwargs):

@@ -16,9 +16,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "my_datapipe_plugin"))
 
-import my_datapipe_plugin  # noqa: E402,F401  (registers the stage and the phase)
+import my_datapipe_plugin  # noqa: F401  (registers the stage and the phase)
 
-import datapipe  # noqa: E402
+import datapipe
 
 SHARED = Path(os.environ.get("DATAPIPE_SHARED_DATA", HERE.parents[1] / "shared" / "data"))
 JOB = {

@@ -17,7 +17,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
     a = ap.parse_args(argv)
-    files = lambda sub, pat: sorted(glob.glob(os.path.join(a.run, sub, pat)))  # noqa: E731
+    files = lambda sub, pat: sorted(glob.glob(os.path.join(a.run, sub, pat)))
     kept = datasets.load_dataset("parquet", data_files=files("documents", "*.parquet"), split="train")
     print(f"kept documents: {kept.num_rows} rows; columns include {kept.column_names[:6]}")
     tokens = datasets.load_dataset("parquet", data_files=files("tokens", "shard-*.parquet"), split="train")

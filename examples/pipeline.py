@@ -11,8 +11,9 @@ import argparse
 import os
 from pathlib import Path
 
-import datapipe
 from datapipe.stages import get
+
+import datapipe
 
 SHARED = Path(os.environ.get("DATAPIPE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -47,7 +47,8 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--num-workers", type=int, default=0)
     a = ap.parse_args(argv)
-    vocab = json.load(open(a.index))["tokenizer"]["vocab_size"]
+    with open(a.index) as fh:
+        vocab = json.load(fh)["tokenizer"]["vocab_size"]
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(vocab, 16), torch.nn.Linear(16, vocab))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -92,7 +92,7 @@ def test_shouting_rule_hand_worked():
 def test_custom_stage_phase_as_a_user(tmp_path):
     """The script with its own LocalCluster: its workers register the plugin by re-importing it."""
     p = subprocess.run([sys.executable, str(EXAMPLES / "custom_stage_phase.py"), "--output", str(tmp_path / "o"),
-                        "--limit", "20"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                        "--limit", "20"], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads((tmp_path / "o" / "doc_lengths" / "histogram.json").read_text())["documents"] > 0
 
@@ -101,7 +101,7 @@ def test_custom_stage_phase_as_a_user(tmp_path):
 def test_cluster_launch(tmp_path):
     p = subprocess.run([sys.executable, str(EXAMPLES / "cluster_launch.py"), "--output", str(tmp_path / "c"),
                         "--limit", "20", "--input", str(shared_data() / "warc" / "dolma_wget_sample-0000.warc.gz")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+                       cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     ledger = json.loads((tmp_path / "c" / "ledger.json").read_text())
     assert ledger["stages"]["read"]["in"] > 0

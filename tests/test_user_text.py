@@ -13,8 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SESSION = re.compile(r"\bsessions?\s+\d+|\bsession\s+[ivx]+\b|\bs[5-9][abc]?\b(?=[-_.])", re.I)
-ISSUE = re.compile(r"\bissues?\s*#?\d+|\bissue\d+|(?<![\w&/])#\d{1,4}\b(?![\w-])|\bpull request\s*#?\d+", re.I)
+SESSION = re.compile(r"\bsessions?\s+\d+|\bsession\s+[ivx]+\b|\bs[5-9][abc]?\b(?=[-_.])", re.IGNORECASE)
+ISSUE = re.compile(r"\bissues?\s*#?\d+|\bissue\d+|(?<![\w&/])#\d{1,4}\b(?![\w-])|\bpull request\s*#?\d+", re.IGNORECASE)
 # A commit hash: 7-40 hex digits with at least one letter and one digit, not part of a longer word.
 HEX = re.compile(r"(?<![\w/.-])[0-9a-f]{7,40}(?![\w/-])")
 

@@ -10,7 +10,8 @@ import sys
 
 
 def cpu(path: str) -> tuple[float, float]:
-    r = json.load(open(path))["inputs"]["realpages.warc.gz"]["cpu_seconds"]
+    with open(path) as fh:
+        r = json.load(fh)["inputs"]["realpages.warc.gz"]["cpu_seconds"]
     return min(r["bound"]), min(r["ours"])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from typing import ClassVar
 
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
@@ -41,7 +42,7 @@ class DocLengthsPhase(Phase):
     """Histogram of kept documents' lengths (``OUTPUT/doc_lengths/histogram.json``)."""
 
     name = "doc_lengths"
-    sections = {"doc_lengths": DocLengthsConfig}
+    sections: ClassVar[dict] = {"doc_lengths": DocLengthsConfig}
     reads = ("documents",)
     writes = "doc_lengths"
 
