@@ -10,12 +10,13 @@ export DATAPIPE_SHARED_CASES ?= $(SHARED)/cases
 DATAPIPE_SAMPLE_DIR ?= $(DATAPIPE_SHARED_DATA)/warc
 LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 
-.PHONY: all install models run test test-deps test-slow bench bench-scale clean help bench-ablate
+.PHONY: all install models run test test-deps test-slow bench bench-scale clean help bench-ablate docs
 
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
 	@echo "make test   - the test suite (about 15 min on 2 cores)"
 	@echo "make test-slow - long scale/fault tests (marked slow)"
+	@echo "make docs   - the documentation site (mkdocs build --strict; reference pages generated from the code) -> site/"
 	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
 	@echo "make bench-ablate - the shipped CPU mixture ablation: seed-to-seed Spearman, noise floor, time"
 	@echo "make bench-scale - dedup at scale on a synthetic corpus (SCALE_DOCS=200000) -> benchmarks/results/dedup_scale.json"
@@ -27,7 +28,8 @@ $(VENV)/.installed: pyproject.toml
 	# fasttext-numpy2 (used before) installs the same module as fasttext-community: never both
 	$(PIP) uninstall -y -q fasttext-numpy2 2>/dev/null || true
 	# torch extra: the CPU build that lies on this disk (about 95 s once); tests/test_ablate.py trains with it
-	$(PIP) install -q --only-binary=:all: -e ".[test,torch]"
+	# hf: examples/hf_datasets.py and its test; docs: make docs (both wheels only, pinned)
+	$(PIP) install -q --only-binary=:all: -e ".[test,torch,hf,docs]"
 	touch $@
 
 install: $(VENV)/.installed models
@@ -85,14 +87,19 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 bench: install $(DT_VENV)/.installed $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/run.py
 
-# Dedup at scale (issue 17): minutes, not part of make test. SCALE_DOCS: comma-separated sizes.
+# The docs site: docs/hooks.py generates docs/reference/ (manifest, every stage and phase, benchmark
+# result files) from the code before MkDocs builds; warnings are errors.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
+# Dedup at scale: minutes, not part of make test. SCALE_DOCS: comma-separated sizes.
 SCALE_DOCS ?= 200000
 bench-scale: install
 	mkdir -p benchmarks/results
 	$(BIN)/python benchmarks/bench_dedup_scale.py --docs $(SCALE_DOCS) --out benchmarks/results/dedup_scale.json
 
 # The shipped CPU ablation (manifests/ablation.yaml over runs/sample, made by `make run` when missing):
-# prints the seed-to-seed Spearman of the ranking and the noise floor; README "Mixture ablations".
+# prints the seed-to-seed Spearman of the ranking and the noise floor (docs/benchmarks/ablation.md).
 bench-ablate: install
 	test -f runs/sample/tokens/index.json || $(MAKE) run
 	$(BIN)/python benchmarks/bench_ablate_cpu.py

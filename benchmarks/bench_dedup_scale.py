@@ -3,7 +3,7 @@ documents with planted near-duplicate pairs and giant template clusters. Prints 
 
     python benchmarks/bench_dedup_scale.py --docs 200000 --workers 2 [--docs-per-shard 10000]
     python benchmarks/bench_dedup_scale.py --docs 10000000 --workers 16 --docs-per-shard 31250 \
-        --tmp /big/disk --progress-file progress.json      # the device run of docs/scale.md
+        --tmp /big/disk --progress-file progress.json      # the device run of docs/benchmarks/dedup-scale.md
 
 Corpus (:mod:`scale_corpus`): per chunk of two shards, unrelated documents, 10% planted copies
 (one word in 100 substituted, mirror URL) and ``--giant`` of the documents in ``--giant-clusters``

@@ -10,7 +10,7 @@ no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rej
 ``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
 
 Main-content mode puts structural rules around resiliparse's own heuristics
-(``datapipe.stages.lib.mainblock``; issue 20): guarded skips (a boilerplate selector never removes
+(``datapipe.stages.lib.mainblock``): guarded skips (a boilerplate selector never removes
 an ``<article>``/``<main>`` block), comment sections dropped unless they are the page (the thread
 rule: a schema.org discussion page), a block trim of short lines around an article-shaped body,
 and fallbacks that cannot make a page worse than plain resiliparse (keep ratio) or empty (whole
@@ -109,7 +109,7 @@ class Extract(Stage):
         interpreter (``datapipe.engine.check_cache``): the files the child starts from (the sandbox
         module, ``procenv``'s environment, resiliparse's compiled modules) and the folder
         resiliparse is installed in (its mtime moves with any install or removal there). The
-        client then starts a child once per identity of these, not in every run (~1 s, issue 16);
+        client then starts a child once per identity of these, not in every run (~1 s);
         a child that cannot start on a worker errors the file's task with the reason. Without
         the sandbox, setup loads nothing: no files."""
         if not self.config.sandbox:

@@ -74,7 +74,7 @@ def test_giant_cluster_bounded_memory(tmp_path):
     """30% of the corpus is one template cluster: the survivor is the canonical URL, every other
     member is rejected, and a process running every task needs no more memory than for the same
     corpus without the cluster. (A bound check at test size; that memory stays flat as the
-    cluster grows 6k -> 300k members is measured by make bench-scale, docs/scale.md.)"""
+    cluster grows 6k -> 300k members is measured by make bench-scale, docs/benchmarks/dedup-scale.md.)"""
     n = 3000
     giant, plain = make_corpus(n, seed=5, giant_fraction=0.3), make_corpus(n, seed=5, giant_fraction=0.0).docs
     _write(tmp_path / "plain", plain, 4)

@@ -13,7 +13,7 @@ sum of the predicted losses. Two choices differ from a plain linear fit on the w
   leaves their convex hull (no extrapolation), and when the leave-one-out Spearman correlation of
   predicted vs measured objective is below a threshold the best tried mixture is returned instead.
 
-The features are FIXED (frozen on 2026-12-01, issue 19) and are not chosen per ablation: the
+The features are FIXED (frozen on 2026-12-01) and are not chosen per ablation: the
 log/linear form comes from the data-mixing-law literature, not from a search over feature sets
 on the mixtures being judged. They were first tried on one 10-mixture GPU run, so that run's
 leave-one-out figure is in-sample for the choice; every later ablation checks them out of sample

@@ -2,7 +2,7 @@
 
 ``runner.check_before_work`` loads every stage's models once on the client so that a missing or
 broken asset stops the run before any work. Loading them is most of a small run's checks
-(issue 16: the extraction sandbox, the UT1 list and scikit-learn for ``profanity``, ~2.5 s).
+(measured: the extraction sandbox, the UT1 list and scikit-learn for ``profanity``, ~2.5 s).
 A stage that names its asset files (``Stage.assets()``) is checked once per identity of those
 files: the entry holds ``[path, size, mtime_ns]`` of each, and a later process whose stage
 config, working directory, ``DATAPIPE_*`` variables, interpreter and stage module are the same

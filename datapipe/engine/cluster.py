@@ -2,7 +2,7 @@
 
 A Nanny restarts its worker process when it dies, but the LocalCluster (a ``SpecCluster``) drops
 a worker for good in two cases, both seen when a worker is killed in several dedup steps in a
-row (issue 17):
+row:
 
 * on each worker loss it starts a ``distributed.deploy.lost-worker-timeout`` timer (15 s) and,
   when it fires, closes the nanny if no worker of that name is connected *at that moment*. A

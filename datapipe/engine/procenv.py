@@ -1,7 +1,7 @@
 """Per-process settings for Dask workers (and the extraction child each one starts).
 
 One host runs one worker process per core, so anything that assumes it owns the machine costs
-every worker once the host is full (issue 8: phase-1 efficiency fell to 64% at 16 workers, the
+every worker once the host is full (measured: phase-1 efficiency fell to 64% at 16 workers, the
 per-stage seconds summed over workers grew 109 s -> 151 s, mostly in read and extract):
 
 * **glibc malloc.** Dask's default ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed memory back to

@@ -1,7 +1,7 @@
 """Set up the phase-1 chain on a worker as its first phase-1 task arrives, beside the task.
 
 A worker's first task used to load every model, start the extraction sandbox child and load
-numba's compiled MinHash kernels before its first batch (issue 16: most of phase 1's time on a
+numba's compiled MinHash kernels before its first batch (measured: most of phase 1's time on a
 small input; the kernels' load was counted as ``dedup_signatures`` stage time). ``ChainWarmup``,
 registered by the runner at the start of phase 1, starts one daemon thread on a worker when the
 scheduler hands that worker its first phase-1 task (a key starting with ``key_prefix``). The
@@ -14,7 +14,7 @@ has cores) every worker warms up as it joins, in parallel on its own core: the l
 tasks then find warm workers wherever they land (device, one page, 16 workers: fixed cost 15.2 s
 with lazy warm-up, the dedup phase 4.2 s on cold workers; 10.9 s and 1.0 s warming all). Without
 it, only workers that get phase-1 work warm up: on an oversubscribed host (4 workers on 2 cores)
-a one-file run then sets up one chain, not one per worker contending for the cores (issue 16
+a one-file run then sets up one chain, not one per worker contending for the cores (we
 measured ~6 CPU-s per extra worker). A worker
 that joins later (a replacement after a loss, ``datapipe.engine.cluster``) warms up when it gets
 a task, like the others. A worker with no phase-1 task a second after it joined only imports

@@ -1,4 +1,4 @@
-"""Structural clean-up around resiliparse's main-content extraction (stage ``extract``, issue 20).
+"""Structural clean-up around resiliparse's main-content extraction (stage ``extract``).
 
 Five rules, each measured on the development split of ``benchmarks/extraction_sets.py``
 (the ablation table is in ``benchmarks/EXTRACTION_SETS.md``):

@@ -14,7 +14,7 @@ has the same ``hashvalues`` for the shingle hash ``H`` chosen:
 * ``"xxh32"``: ``xxhash.xxh32_intdigest(shingle_bytes)`` (seed 0), one C call per shingle; slower,
   for interoperating with sketches made by plain datasketch + xxhash.
 
-Shingles (source: issue 4, cases B22/B23): word n-grams over :func:`normalize_text` output, words
+Shingles (source: the project's dedup specification, cases B22/B23): word n-grams over :func:`normalize_text` output, words
 joined by one space. A document with ``1 <= words < n`` has exactly one shingle, its whole text (so
 ``cat`` and ``dog`` differ, B22). A document with no words has no shingle and **no signature**
 (null), because the empty MinHash (all ``2**32-1``) would make all empty documents collide (B23).
@@ -108,7 +108,7 @@ def _shingle_hashes_xxh32(docs: list[str], ngram: int) -> tuple[np.ndarray, np.n
 
 def _kernel():
     """The compiled kernels' module, imported on first use: importing numba (~0.3 s) is no part
-    of loading a manifest, which imports every stage module (issue 16)."""
+    of loading a manifest, which imports every stage module."""
     from datapipe.stages.lib import minhash_kernel
 
     return minhash_kernel

@@ -1,6 +1,6 @@
 """The one text normalization used before every dedup hash (exact, line, MinHash shingles).
 
-Policy (source: issue 4 and case B26):
+Policy (source: the project's dedup specification and case B26):
 
 * Unicode NFKC: full-width/compatibility forms fold to their plain forms (``Ｔｈｅ`` -> ``The``,
   ``，`` -> ``,``); NFKC also maps NBSP (U+00A0) and the other fixed-width spaces to U+0020.

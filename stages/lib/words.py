@@ -103,7 +103,7 @@ _EDGE_SET: str | None = None
 def prepare() -> None:
     """Build the per-process tables ``split_words`` needs (``_edge_chars``: ~0.4 s once) now. The
     word-splitting stages call it in ``setup``, at worker start, so the first batch's stage time
-    does not carry it (issue 16: it was most of ``gopher_repetition``'s time on a one-page run)."""
+    does not carry it (measured: it was most of ``gopher_repetition``'s time on a one-page run)."""
     _edge_chars()
 # Arrow's utf8_split_whitespace splits on these too; the word rule ([\s\p{Z}]) does not.
 _WS_ARROW_ONLY = r"[\x{0b}\x{1c}-\x{1f}\x{85}]"

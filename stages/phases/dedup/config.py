@@ -30,8 +30,8 @@ class LinesConfig(_Strict):
 
 
 class MinHashConfig(_Strict):
-    """MinHash LSH near-dedup. Defaults: 128 permutations, word 5-grams, Jaccard 0.8 (issue 4;
-    CS336 A4 and datasketch's ``MinHashLSH`` use the same threshold), seed 1 (datasketch default).
+    """MinHash LSH near-dedup. Defaults: 128 permutations, word 5-grams, Jaccard 0.8 (CS336 A4
+    and datasketch's ``MinHashLSH`` use the same threshold), seed 1 (datasketch default).
 
     ``bands``/``rows``: both None -> chosen like datasketch ``MinHashLSH`` (minimise
     ``fp_weight * FP + fn_weight * FN`` integrated over the S-curve) for ``band_threshold``;

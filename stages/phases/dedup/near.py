@@ -1,6 +1,6 @@
 """MinHash LSH near-dup tasks: band hashes, candidate pairs per bucket, and their check.
 
-Sizes stay bounded whatever the largest cluster (issue 17):
+Sizes stay bounded whatever the largest cluster:
 
 * buckets are reduced in two passes over the partition's segments: first (count, minimum node)
   per bucket, then each row becomes star edges (large bucket) or joins the all-pairs set (bucket

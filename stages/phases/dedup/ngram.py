@@ -1,4 +1,4 @@
-"""Paragraph- and n-gram-level dedup (DCLM's BFF and Dolma's paragraph dedup, issue 17), with an
+"""Paragraph- and n-gram-level dedup (DCLM's BFF and Dolma's paragraph dedup), with an
 exact sharded set instead of a Bloom filter, so the result is the same for any number of tasks.
 
 Units: a *paragraph* is a line (``\\n``-separated) whose :func:`normalize_text` is not empty;

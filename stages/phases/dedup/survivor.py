@@ -12,7 +12,7 @@ total and deterministic). Criteria:
 * ``longest_text``: more UTF-8 bytes of text first (the most complete copy).
 
 Default ``[canonical_url, shortest_url, earliest_date]``: the canonical URL, as a reader would
-link it (issue 17), then the first crawl of it.
+link it, then the first crawl of it.
 """
 from __future__ import annotations
 

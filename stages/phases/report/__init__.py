@@ -20,7 +20,7 @@ class ReportConfig(BaseModel):
     #: Histograms' y axis: ``auto`` (log when kept and rejected counts differ 20x), ``always``, ``never``.
     log_y: Literal["auto", "always", "never"] = "auto"
     #: One histogram per numeric signal column, thresholds drawn (about 40 plots on the main chain,
-    #: 0.1-0.3 s each: most of a small run's fixed cost, issue 16). Off: the run lists the columns
+    #: 0.1-0.3 s each: most of a small run's fixed cost). Off: the run lists the columns
     #: and ``datapipe report RUN_DIR`` draws them.
     histograms: bool = False
 

@@ -8,7 +8,7 @@ of stages in the chain, dedup clusters, tokens).
 The run draws the summary (funnel, reasons, languages, dedup clusters, tokens, time per stage)
 and lists the signal columns; one histogram per numeric signal (the main chain has about 40, each
 ~0.1-0.3 s to draw) is drawn by ``datapipe report`` (``histograms=True``), or by the run itself
-with ``report: {histograms: true}``: issue 16 measured the 37 histograms at most of the fixed cost
+with ``report: {histograms: true}``: we measured the 37 histograms at most of the fixed cost
 of a small run.
 """
 from __future__ import annotations
