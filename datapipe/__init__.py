@@ -7,7 +7,17 @@ From Python (the CLI is ``datapipe``): ``datapipe.Pipeline`` builds and runs a j
 """
 from __future__ import annotations
 
+import os
 import sys
+
+# In a checkout, stages/ and classifiers/ sit beside datapipe/ (the agreed top level) while an
+# install maps them to datapipe.stages and datapipe.classifiers (pyproject's package-dir): a plain
+# checkout on sys.path finds them one level up. Only a datapipe checkout qualifies.
+_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_checkout, "stages", "__init__.py")) and \
+        os.path.isfile(os.path.join(_checkout, "classifiers", "__init__.py")) and \
+        os.path.isfile(os.path.join(_checkout, "pyproject.toml")):
+    __path__.append(_checkout)  # noqa: F821 - the package's own __path__
 
 __all__ = ["DedupResult", "Pipeline", "PipelineResult", "dedup", "stages"]
 

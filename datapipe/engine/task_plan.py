@@ -83,7 +83,7 @@ def task_id_for(path: str) -> str:
     (``ls`` hides such files and ``pyarrow.dataset`` skips them: a reader of ``documents/`` would lose them).
     """
     stem = path.rstrip("/").rsplit("/", 1)[-1]
-    for suffix in (".gz", ".zst", ".warc", ".wet", ".jsonl", ".json", ".parquet"):
+    for suffix in (".gz", ".zst", ".warc", ".wet", ".wat", ".arc", ".jsonl", ".ndjson", ".json", ".parquet"):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)[:80].lstrip("._-")
