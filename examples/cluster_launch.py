@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from datapipe import procenv
+from datapipe.engine import procenv
 
 HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("DATAPIPE_SHARED_DATA", HERE.parents[1] / "shared" / "data"))

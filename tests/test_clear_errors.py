@@ -77,7 +77,7 @@ def test_warc_inputs_without_extract_are_refused_before_the_output_is_made(tmp_p
     assert not (tmp_path / "out").exists()
     # WET records are text already: no extract needed
     wet = data_dir / "warc" / "whirlwind_CC-MAIN-2024-22.warc.wet.gz"
-    from datapipe import runner
+    from datapipe.engine import runner
 
     m = load_manifest(p, {"inputs.paths": [str(wet)]})
     runner.check_extraction(m, [str(wet)])

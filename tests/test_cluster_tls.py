@@ -10,7 +10,7 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from datapipe import runner
+from datapipe.engine import runner
 from datapipe.manifest.load import ManifestError, load_manifest
 
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from datapipe.stages.lib.minhash import shingles
 from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import MARKER, WORK, load_stats, run_dedup
+from datapipe.stages.phases.dedup.phase import STATS_FILE, WORK, load_stats, run_dedup
 from dedup_fixtures import write_shards
 
 from datapipe.env import shared_data
@@ -149,7 +149,7 @@ def test_resume_and_fingerprint(client, tmp_path):
     assert changed == _c(run_dedup(client, str(fresh), other)) and _state(tmp_path) == _state(fresh)
     # back to the first config, then a crash after a shard's write but before its applied marker
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
-    (tmp_path / MARKER).unlink()
+    (tmp_path / STATS_FILE).unlink()
     (tmp_path / WORK / "applied" / "s0.json").unlink()
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final
 
@@ -158,7 +158,7 @@ def test_resume_before_rename(client, tmp_path):
     _, cfg, first, final = _first_run(client, tmp_path)
     sources = _shard_bytes(tmp_path / "_filtered")
     # crash after rejected/ was written but before documents/part-1 was written
-    (tmp_path / MARKER).unlink()
+    (tmp_path / STATS_FILE).unlink()
     (tmp_path / WORK / "applied" / "s1.json").unlink()
     (tmp_path / "documents" / "part-1.parquet").unlink()
     assert _c(run_dedup(client, str(tmp_path), cfg)) == first and _state(tmp_path) == final

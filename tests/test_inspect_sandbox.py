@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe import cli
-from datapipe import inspect as I
+from datapipe.cli import main as cli
+from datapipe.inspect import reader as I
 
 ROWS = {"id": ["a", "b", "c"], "url": ["u1", "u2", "u3"], "lang": ["de", "en", "de"],
         "lang_score": [0.9, 0.8, 0.7], "text": ["x", "y", "z"]}

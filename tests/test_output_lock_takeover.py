@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from datapipe import output_lock
+from datapipe.engine import lock as output_lock
 from datapipe.engine.lock import LOCK_NAME, OutputLock, OutputLockedError, is_stale, read_lock
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 RACER = r"""
 import json, os, sys, time
 from pathlib import Path
-from datapipe import output_lock
+from datapipe.engine import lock as output_lock
 slow = output_lock.is_stale
 def is_stale(holder, now=None):
     verdict = slow(holder, now)

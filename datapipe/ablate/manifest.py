@@ -5,7 +5,6 @@ Errors name the file, the line and the field, like the main manifest
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from typing import Any, Literal
@@ -19,7 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from datapipe.manifest.load import _OVERRIDDEN, ManifestError, _where, read_yaml_mapping, validation_message
+from datapipe.engine.lineage import digest
+from datapipe.manifest.load import (
+    _OVERRIDDEN,
+    ManifestError,
+    _where,
+    read_yaml_mapping,
+    validation_message,
+)
 
 
 class _Strict(BaseModel):
@@ -227,7 +233,7 @@ class AblationManifest(_Strict):
                 "budget_tokens": self.budget_tokens, "max_epochs": self.max_epochs,
                 "heldout": self.heldout.model_dump(), "proxy": self.proxy.model_dump(),
                 "trainer": self.trainer.model_dump()}
-        return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()
+        return digest(json.dumps(keep, sort_keys=True))
 
 
 def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> AblationManifest:

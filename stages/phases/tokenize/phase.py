@@ -42,6 +42,7 @@ from datapipe.stages.phases.tokenize.tokenizer import (
     resolve_files,
 )
 
+from datapipe.engine.lineage import digest, fingerprint
 from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.io.parquet import read_json, remove_temporaries, write_json_atomic
 
@@ -59,8 +60,8 @@ INTERMEDIATE_LEVEL = 1
 def config_fingerprint(mix: MixConfig, tok: TokenizeConfig, tokenizer_sha: str) -> str:
     """sha256 of what decides the shard bytes: mix config, tokenize config (minus speed-only knobs), tokenizer files."""
     t = tok.model_dump(exclude={"batch_size", "num_threads", "keep_intermediate"})
-    blob = json.dumps({"mix": mix.model_dump(), "tokenize": t, "tokenizer": tokenizer_sha}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    # this exact JSON spelling: the value is recorded in index.json (the token-shard format)
+    return digest(json.dumps({"mix": mix.model_dump(), "tokenize": t, "tokenizer": tokenizer_sha}, sort_keys=True))
 
 
 def _worker_tokenizer(tok_cfg: dict, payload: dict[str, bytes]) -> TextTokenizer:
@@ -192,7 +193,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     inputs = sorted(fs.glob(f"{root}/documents/*.parquet"))
     cfg_fp = config_fingerprint(mix, tokenize, tok.sha256)
     sig = [(PurePosixPath(p).name, fs.info(p).get("size"), str(fs.checksum(p))) for p in inputs]
-    fp = hashlib.sha256(json.dumps([cfg_fp, sig]).encode()).hexdigest()
+    fp = fingerprint(cfg_fp, sig)
     marker, out = f"{root}/{DONE_FILE}", f"{root}/{tokenize.output}"
     if reuse and fs.exists(marker) and fs.exists(f"{out}/index.json"):
         with fs.open(marker, "r") as fh:
@@ -266,7 +267,13 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
 # ------------------------------------------------------------------ the registered phase
 
 from datapipe.engine.ledger import InvariantError  # noqa: E402
-from datapipe.phase import Dataset, Phase, PhaseContext, PhaseResult, register_phase  # noqa: E402
+from datapipe.phase import (  # noqa: E402
+    Dataset,
+    Phase,
+    PhaseContext,
+    PhaseResult,
+    register_phase,
+)
 
 
 @register_phase
