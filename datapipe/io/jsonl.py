@@ -2,7 +2,8 @@
 
 One JSON object a line, mapped to document rows by a field mapping (``datapipe.io.textdocs``).
 Every line ends in exactly one place: a document; ``rejected`` ``non_document:blank_line`` for an
-empty line; ``errored`` ``read:invalid_json`` / ``read:not_an_object`` / ``read:missing_text``
+empty line; ``errored`` ``read:invalid_json`` (also for nesting deeper than Python's recursion
+limit) / ``read:not_an_object`` / ``read:missing_text``
 with ``detail`` = ``line N: why`` (1-based line number in the decompressed file); ``errored``
 ``read:record_too_large`` for a line longer than ``max_record_bytes`` (skipped while reading, never
 held); and reading goes on with the next line. A lone surrogate escape (``"\\ud800"``, valid JSON
@@ -196,13 +197,16 @@ def _item(line: bytes, fields: dict, path: str, pos: int) -> ReadItem:
         text, warnings = body.decode("utf-8", errors="replace"), ["invalid_utf8"]
     try:
         obj = json.loads(text)
+        if _SURROGATE_ESCAPE.search(body):
+            obj, lone = _replace_surrogates(obj)
+            if lone:
+                warnings = (warnings or []) + ["lone_surrogate"]
+        item = text_item(obj, fields, path, pos, len(line))
     except ValueError as e:
         return ReadItem(base_row(path, pos, len(line)), "errored", "read:invalid_json", str(e))
-    if _SURROGATE_ESCAPE.search(body):
-        obj, lone = _replace_surrogates(obj)
-        if lone:
-            warnings = (warnings or []) + ["lone_surrogate"]
-    item = text_item(obj, fields, path, pos, len(line))
+    except RecursionError:  # json's C parser (and our walks) stop at the interpreter's recursion limit
+        return ReadItem(base_row(path, pos, len(line)), "errored", "read:invalid_json",
+                        "nested deeper than the JSON parser allows")
     if warnings:
         item.row["warnings"] = warnings
     return item
