@@ -55,17 +55,18 @@ def _worker_tokenizer(tok_cfg: dict, payload: dict[str, bytes]) -> TextTokenizer
     """The tokenizer on a worker, rebuilt from file bytes shipped by the driver (no shared disk), cached."""
     key = hashlib.sha256(json.dumps(tok_cfg, sort_keys=True).encode() + b"".join(payload.values())).hexdigest()
     if key not in _CACHE:
-        d = Path(tempfile.mkdtemp(prefix="datapipe-tok-"))
-        paths = {}
-        for name, data in payload.items():
-            (d / name).write_bytes(data)
-            paths[name] = str(d / name)
-        cfg = dict(tok_cfg)
-        if cfg["tokenizer"] == "gpt2_bpe":
-            cfg["vocab"], cfg["merges"] = paths["vocab"], paths["merges"]
-        else:
-            cfg["tokenizer"] = next(iter(paths.values()))
-        _CACHE[key] = load_tokenizer(TokenizeConfig(**cfg))
+        # The loaders take paths: the bytes go to a folder that is removed once they are loaded.
+        with tempfile.TemporaryDirectory(prefix="datapipe-tok-") as tmp:
+            d, paths = Path(tmp), {}
+            for name, data in payload.items():
+                (d / name).write_bytes(data)
+                paths[name] = str(d / name)
+            cfg = dict(tok_cfg)
+            if cfg["tokenizer"] == "gpt2_bpe":
+                cfg["vocab"], cfg["merges"] = paths["vocab"], paths["merges"]
+            else:
+                cfg["tokenizer"] = next(iter(paths.values()))
+            _CACHE[key] = load_tokenizer(TokenizeConfig(**cfg))
     return _CACHE[key]
 
 
