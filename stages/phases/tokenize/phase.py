@@ -32,7 +32,8 @@ import pyarrow.parquet as pq
 from datapipe.io.parquet import remove_temporaries
 from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig, copies, plan_mixture, shuffle_keys
 from datapipe.stages.phases.tokenize.shards import AtomicParquetWriter, ids_array, token_schema
-from datapipe.stages.phases.tokenize.tokenizer import TextTokenizer, TokenizeConfig, load_tokenizer, resolve_files
+from datapipe.stages.phases.tokenize.tokenizer import (TextTokenizer, TokenizeConfig, TokenizerError, _bytes_sha256,
+                                                      load_tokenizer, resolve_files)
 from datapipe.io.parquet import write_json_atomic
 
 INDEX_FORMAT = "datapipe.tokens/1"
@@ -197,7 +198,10 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     enc = [f"{work}/enc/{n}.parquet" for n in names]
     sampled = [f"{work}/sampled/{n}.parquet" for n in names]
     tcfg, mcfg = tokenize.model_dump(), mix.model_dump()
-    payload = client.scatter(_payload(tokenize), broadcast=True, hash=False)
+    files = _payload(tokenize)
+    if _bytes_sha256(list(files.values())) != tok.sha256:  # the workers must build the tokenizer checked here
+        raise TokenizerError(f"tokenizer files of {tokenize.tokenizer!r} changed while the run started; run again")
+    payload = client.scatter(files, broadcast=True, hash=False)
     progress("tokenize documents")
 
     counts = client.gather(client.map(_encode_file, [url(p) for p in inputs], [url(p) for p in enc],
