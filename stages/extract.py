@@ -7,7 +7,9 @@ is not used (it does not decode cleanly, or detection reads the bytes more plaus
 ``warnings`` gain ``charset_override`` and ``charset`` names the codec used. Extraction is resiliparse's
 ``extract_plain_text`` (main-content mode by default, as DCLM and dolma use it). Pages that yield
 no text are rejected ``extract:empty``; pages over ``max_payload_bytes`` are rejected
-``extract:too_large``; crashes and overruns of ``timeout_s`` per document are errored.
+``extract:too_large``; pages over ``timeout_s`` CPU seconds (``extract:timeout``) or over
+``memory_bytes`` in the sandbox child (``extract:memory``), and pages that crash a fresh child
+twice (``extract:crash``), are errored (``datapipe.stages.lib.extract_sandbox``).
 
 Main-content mode puts structural rules around resiliparse's own heuristics
 (``datapipe.stages.lib.mainblock``): guarded skips (a boilerplate selector never removes
@@ -34,7 +36,7 @@ from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_col
 
 class ExtractConfig(StageConfig):
     """Ranges: ``fallback_chars``, ``min_chars`` >= 0 (characters); ``max_payload_bytes`` >= 1 (bytes);
-    ``timeout_s`` > 0 (seconds); ratios >= 0. Defaults: chosen on the dev split (module docstring)."""
+    ``timeout_s`` > 0 (CPU seconds); ``memory_bytes`` >= 1 (bytes); ratios >= 0. Defaults: chosen on the dev split (module docstring)."""
 
     main_content: bool = True        # resiliparse boilerplate removal; False = whole page (CS336 A4 golden output)
     clean: bool = True               # main content only: the structural rules of stages/lib/mainblock.py
@@ -51,7 +53,8 @@ class ExtractConfig(StageConfig):
     noscript: bool = False
     min_chars: NonNegInt = 1         # fewer non-space characters -> extract:empty (0 = keep empty pages)
     max_payload_bytes: PosInt = 20_000_000
-    timeout_s: PosFloat = 10.0       # per document, enforced by the sandbox
+    timeout_s: PosFloat = 10.0       # CPU seconds per document, enforced by the sandbox (not wall time)
+    memory_bytes: PosInt = 1 << 30   # the sandbox child's data segment (RLIMIT_DATA); more -> extract:memory
     sandbox: bool = True             # run in a child process (crash/timeout isolation)
 
 
@@ -99,7 +102,7 @@ class Extract(Stage):
                           thread_block_chars=c.thread_block_chars)
         if c.sandbox:
             from datapipe.stages.lib.extract_sandbox import Sandbox
-            self._sandbox = Sandbox(self._opts)
+            self._sandbox = Sandbox(self._opts, memory_bytes=c.memory_bytes)
             # Start the child now (once per worker, with the models): a sandbox that cannot start
             # fails before any work, and the first batch does not pay its start-up.
             self._sandbox.start()

@@ -50,37 +50,28 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
+from datapipe.manifest.ranges import NonNegFloat, PosInt
+from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib.pii_email import _emails
 from datapipe.stages.lib.pii_ip import _ips
-from datapipe.stages.lib.pii_kinds import (
-    _PRIORITY,
-    EMAIL,
-    IP,
-    PHONE,
-    PLACEHOLDERS,
-    Span,
-)
-from datapipe.stages.lib.pii_phone import (
-    _SUPPORTED_REGIONS,
-    _phones,
-    region_for,
-    region_for_host,
-)
-
-from datapipe.manifest.ranges import NonNegFloat
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stages.lib.pii_kinds import _PRIORITY, EMAIL, IP, PHONE, PLACEHOLDERS, Span
+from datapipe.stages.lib.pii_phone import _SUPPORTED_REGIONS, TooManyCandidates, _phones, region_for, region_for_host
 
 # Public names of the detectors' modules stay importable from here.
-__all__ = ["EMAIL", "IP", "PHONE", "PLACEHOLDERS", "PIIMask", "Span", "find_pii", "mask_emails", "mask_ips",
-           "mask_phone_numbers", "mask_pii", "mask_spans", "region_for", "region_for_host", "too_much_pii"]
+__all__ = ["EMAIL", "IP", "PHONE", "PLACEHOLDERS", "PIIMask", "Span", "TooManyCandidates", "find_pii", "mask_emails",
+           "mask_ips", "mask_phone_numbers", "mask_pii", "mask_spans", "region_for", "region_for_host", "too_much_pii"]
 
 
-def find_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP, PHONE)) -> list[tuple[int, int, str]]:
+def find_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP, PHONE),
+             max_phone_candidates: int | None = None) -> list[tuple[int, int, str]]:
     """PII spans of ``text``: sorted, non-overlapping ``(start, end, kind)`` character offsets.
 
     ``kind`` is ``"email"``, ``"ip"`` or ``"phone"``; ``region`` is the phonenumbers region for
     numbers written without ``+country``. On overlap the span of higher priority (email > ip >
-    phone), then the longer one, wins. Pure function; raises nothing for any ``str`` input.
+    phone), then the longer one, wins. Pure function; raises nothing for any ``str`` input. Time is
+    linear in the text's length and its number of candidate spans (no pairwise comparisons).
+    ``max_phone_candidates`` (None = no cap) bounds the phone-number parsing: over it,
+    ``TooManyCandidates`` is raised (the only exception).
     """
     spans: list[tuple[int, int, str]] = []
     if EMAIL in kinds and "@" in text:
@@ -88,11 +79,15 @@ def find_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP,
     if IP in kinds:
         spans += _ips(text)
     if PHONE in kinds:
-        spans += _phones(text, region)
+        spans += _phones(text, region, max_phone_candidates)
     spans.sort(key=lambda s: (_PRIORITY[s[2]], -(s[1] - s[0]), s[0]))
+    # Characters already taken, one byte each: a span's overlap test costs its own length, not the
+    # number of spans taken so far (linear in the text, where a pairwise test was quadratic).
+    covered = bytearray(len(text)) if spans else bytearray()
     taken: list[tuple[int, int, str]] = []
     for s in spans:
-        if all(s[1] <= t[0] or s[0] >= t[1] for t in taken):
+        if covered.find(1, s[0], s[1]) < 0:
+            covered[s[0]:s[1]] = b"\x01" * (s[1] - s[0])
             taken.append(s)
     return sorted(taken)
 
@@ -108,9 +103,11 @@ def mask_spans(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(parts)
 
 
-def mask_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP, PHONE)) -> tuple[str, dict[str, int]]:
-    """Masked text and the number of masks per kind (``{"email": n, "ip": n, "phone": n}``)."""
-    spans = find_pii(text, region, kinds)
+def mask_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP, PHONE),
+             max_phone_candidates: int | None = None) -> tuple[str, dict[str, int]]:
+    """Masked text and the number of masks per kind (``{"email": n, "ip": n, "phone": n}``).
+    Raises ``TooManyCandidates`` over ``max_phone_candidates`` (``find_pii``)."""
+    spans = find_pii(text, region, kinds, max_phone_candidates)
     counts = {k: 0 for k in (EMAIL, IP, PHONE)}
     for _, _, kind in spans:
         counts[kind] += 1
@@ -151,7 +148,8 @@ class PIIMask(Stage):
     Input batch: ``text`` (string); ``host`` and ``lang`` (strings, optional) give the phone region
     (``region_for``: ccTLD, else language, else ``default_region``). Output: the same
     rows with ``text`` masked and int32 columns ``pii_email_count``, ``pii_phone_count``,
-    ``pii_ip_count``. Rejects with ``pii:too_much_pii`` only if ``max_per_100_words`` is set.
+    ``pii_ip_count``. Rejects with ``pii:too_much_pii`` only if ``max_per_100_words`` is set, and
+    with ``pii:too_many_phone_candidates`` a page over ``max_phone_candidates`` (text unmasked).
     """
 
     name = "pii"
@@ -167,6 +165,10 @@ class PIIMask(Stage):
         region_from_host: bool = True
         #: Reject when masks per 100 whitespace words exceed this (>= 0; None = mask only, never reject).
         max_per_100_words: NonNegFloat | None = None
+        #: Most phone-number candidates parsed per document (>= 1): a page with more (a directory,
+        #: a table of numbers) is rejected ``pii:too_many_phone_candidates`` instead of costing
+        #: minutes (about 0.1-0.5 ms each). A count, not a clock: the decision does not depend on load.
+        max_phone_candidates: PosInt = 10_000
 
     fields: ClassVar[list[pa.Field]] = [
         pa.field("pii_email_count", pa.int32()),
@@ -198,11 +200,15 @@ class PIIMask(Stage):
                 reasons.append(None)
                 continue
             region = region_for(host, lang, cfg.default_region) if cfg.region_from_host else cfg.default_region
-            masked, c = mask_pii(text, region, kinds)
+            try:
+                masked, c = mask_pii(text, region, kinds, cfg.max_phone_candidates)
+                reason = "pii:too_much_pii" if too_much_pii(c, len(text.split()), cfg.max_per_100_words) else None
+            except TooManyCandidates:
+                masked, c, reason = text, {k: 0 for k in counts}, "pii:too_many_phone_candidates"
             out_text.append(masked)
             for k in counts:
                 counts[k].append(c[k])
-            reasons.append("pii:too_much_pii" if too_much_pii(c, len(text.split()), cfg.max_per_100_words) else None)
+            reasons.append(reason)
         batch = with_column(batch, "text", out_text, pa.string())
         batch = with_column(batch, "pii_email_count", counts[EMAIL], pa.int32())
         batch = with_column(batch, "pii_phone_count", counts[PHONE], pa.int32())

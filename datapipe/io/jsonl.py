@@ -2,13 +2,13 @@
 
 One JSON object a line, mapped to document rows by a field mapping (``datapipe.io.textdocs``).
 Every line ends in exactly one place: a document; ``rejected`` ``non_document:blank_line`` for an
-empty line; ``errored`` ``read:invalid_json`` / ``read:not_an_object`` / ``read:missing_text`` /
-``read:bad_id`` (an id that is an object or a list) with ``detail`` = ``line N: why`` (1-based
-line number in the decompressed file); ``errored`` ``read:record_too_large`` for a line longer
-than ``max_record_bytes`` (skipped while reading, never held); and reading goes on with the next
-line. A lone surrogate escape (``"\\ud800"``, valid JSON but not Unicode text) becomes
-U+FFFD in the document, which carries the warning ``lone_surrogate`` (bytes that are not UTF-8:
-U+FFFD and ``invalid_utf8``).
+empty line; ``errored`` ``read:invalid_json`` (also for nesting deeper than Python's recursion
+limit) / ``read:not_an_object`` / ``read:missing_text`` / ``read:bad_id`` (an id that is an object
+or a list) with ``detail`` = ``line N: why`` (1-based line number in the decompressed file);
+``errored`` ``read:record_too_large`` for a line longer than ``max_record_bytes`` (skipped while
+reading, never held); and reading goes on with the next line. A lone surrogate escape
+(``"\\ud800"``, valid JSON but not Unicode text) becomes U+FFFD in the document, which carries the
+warning ``lone_surrogate`` (bytes that are not UTF-8: U+FFFD and ``invalid_utf8``).
 
 Compressed files are read member by member (``datapipe.io.members``): a damaged gzip member or
 zstd frame, or bytes between members that start none, is one ``errored`` ``read:corrupt_stream``
@@ -203,13 +203,16 @@ def _item(line: bytes, fields: dict, path: str, pos: int) -> ReadItem:
         text, warnings = body.decode("utf-8", errors="replace"), ["invalid_utf8"]
     try:
         obj = json.loads(text)
+        if _SURROGATE_ESCAPE.search(body):
+            obj, lone = _replace_surrogates(obj)
+            if lone:
+                warnings = (warnings or []) + ["lone_surrogate"]
+        item = text_item(obj, fields, path, pos, len(line))
     except ValueError as e:
         return ReadItem(base_row(path, pos, len(line)), "errored", "read:invalid_json", str(e))
-    if _SURROGATE_ESCAPE.search(body):
-        obj, lone = _replace_surrogates(obj)
-        if lone:
-            warnings = (warnings or []) + ["lone_surrogate"]
-    item = text_item(obj, fields, path, pos, len(line))
+    except RecursionError:  # json's C parser (and our walks) stop at the interpreter's recursion limit
+        return ReadItem(base_row(path, pos, len(line)), "errored", "read:invalid_json",
+                        "nested deeper than the JSON parser allows")
     if warnings:
         item.row["warnings"] = warnings
     return item

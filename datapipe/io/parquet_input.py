@@ -2,8 +2,8 @@
 
 Rows are mapped to document rows by a field mapping (``datapipe.io.textdocs``; default preset
 ``fineweb``); only the columns the mapping reads are loaded. Every row ends in exactly one place:
-a document, or ``errored`` ``read:missing_text`` (``detail`` = ``row N: why``, N the 0-based row
-index in the file). A file of 0 bytes is one ``errored`` item ``read:empty_file``; a file whose
+a document, or ``errored`` ``read:missing_text`` / ``read:record_too_large`` (over
+``max_record_bytes``; ``detail`` = ``row N: why``, N the 0-based row index in the file). A file of 0 bytes is one ``errored`` item ``read:empty_file``; a file whose
 footer cannot be read is one ``errored`` item ``read:unreadable_parquet``; a row group that cannot
 be decoded makes each of its rows not yet read an ``errored`` item ``read:corrupt_row_group`` (the
 footer says how many), and reading goes on with the next row group.
@@ -14,20 +14,54 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from datapipe.io.members import MAX_RECORD_BYTES
 
 from datapipe.io.paths import open_input
 from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item, top_level
 
 _BATCH_ROWS = 1024
+_BATCH_BYTES = 64 << 20
+
+
+def _batch_rows(rg_meta, cols: list[str] | None) -> int:
+    """Rows per decoded batch: about ``_BATCH_BYTES`` of the loaded columns (footer sizes), 1..1024."""
+    names = set(cols) if cols is not None else None
+    size = sum(rg_meta.column(c).total_uncompressed_size for c in range(rg_meta.num_columns)
+               if names is None or rg_meta.column(c).path_in_schema.split(".")[0] in names)
+    per_row = max(1, size // max(1, rg_meta.num_rows))
+    return int(min(_BATCH_ROWS, max(1, _BATCH_BYTES // per_row)))
+
+
+def _row_bytes(batch: pa.RecordBatch, cap: int) -> list[int] | None:
+    """Each row's size in bytes (strings and binaries by length, other columns by their Arrow
+    buffers), or None when the whole batch is within ``cap`` (no row can be over it)."""
+    if batch.nbytes <= cap:
+        return None
+    sizes = [0] * batch.num_rows
+    for col in batch.columns:
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_binary(col.type) \
+                or pa.types.is_large_binary(col.type):
+            lengths = pc.fill_null(pc.binary_length(col), 0).to_pylist()
+        elif col.nbytes > cap // 2:  # a nested column can hold a large value too
+            lengths = [col.slice(i, 1).nbytes for i in range(len(col))]
+        else:
+            continue
+        sizes = [a + b for a, b in zip(sizes, lengths)]
+    return sizes
 
 
 def read_parquet_docs(path: str, storage_options: dict | None = None, fields: dict | None = None,
-                      part: tuple[int, int] | None = None) -> Iterator[ReadItem]:
+                      part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Every row of a Parquet file (or of row groups ``part`` = ``[first, stop)``) as a ReadItem.
 
-    ``fields``: a resolved field mapping (default: the ``fineweb`` preset).
+    ``fields``: a resolved field mapping (default: the ``fineweb`` preset). ``max_record_bytes``:
+    a row whose loaded cells hold more bytes is ``errored`` ``read:record_too_large`` without being
+    converted to Python objects. Rows are decoded in batches of about 64 MiB (footer sizes).
     """
     fields = fields or resolve_fields("auto", None, "parquet")
     with open_input(path, storage_options) as fh:
@@ -51,11 +85,23 @@ def read_parquet_docs(path: str, storage_options: dict | None = None, fields: di
             n = meta.row_group(rg).num_rows
             done = 0
             try:
-                for batch in pf.iter_batches(batch_size=_BATCH_ROWS, row_groups=[rg], columns=cols):
-                    for obj in batch.to_pylist():
-                        item = text_item(obj, fields, path, base + done, None)
-                        if item.status == "errored":
-                            item.detail = f"row {base + done}: {item.detail}"
+                for batch in pf.iter_batches(batch_size=_batch_rows(meta.row_group(rg), cols), row_groups=[rg],
+                                             columns=cols):
+                    sizes = _row_bytes(batch, max_record_bytes)
+                    big = [i for i, b in enumerate(sizes) if b > max_record_bytes] if sizes else []
+                    # Rows over the cap are never turned into Python objects (a 400 MiB cell stays one
+                    # Arrow buffer); the others are, in order.
+                    small = batch if not big else batch.filter(pa.array([b <= max_record_bytes for b in sizes]))
+                    objs = iter(small.to_pylist())
+                    big_set = set(big)
+                    for i in range(batch.num_rows):
+                        if i in big_set:
+                            item = ReadItem(base_row(path, base + done, sizes[i]), "errored", "read:record_too_large",
+                                            f"row {base + done}: {sizes[i]} bytes > max_record_bytes {max_record_bytes}")
+                        else:
+                            item = text_item(next(objs), fields, path, base + done, None)
+                            if item.status == "errored":
+                                item.detail = f"row {base + done}: {item.detail}"
                         yield item
                         done += 1
             except Exception as e:  # noqa: BLE001 - a damaged row group costs its rows, not the file

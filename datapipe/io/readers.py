@@ -140,9 +140,9 @@ def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | No
 def read_parquet_docs(path: str, storage_options: dict | None = None, fields: dict | None = None,
                       part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Parquet documents: see ``datapipe.io.parquet_input.read_parquet_docs``. ``max_record_bytes``
-    is not applied: pyarrow decodes whole row groups, whose sizes the footer states."""
+    caps one row's loaded cells (``read:record_too_large``)."""
     from datapipe.io.parquet_input import read_parquet_docs as read
-    return read(path, storage_options, fields, part)
+    return read(path, storage_options, fields, part, max_record_bytes)
 
 
 #: format name -> reader function(path, storage_options, fields=None, part=None, max_record_bytes=...)

@@ -2,6 +2,7 @@
 ``stages/pii.py`` docstring, **phone**)."""
 from __future__ import annotations
 
+import bisect
 import re
 
 import phonenumbers
@@ -156,7 +157,36 @@ def _trunk_prefix(region: str) -> str | None:
     return prefix if prefix not in (None, "", "1") else None
 
 
-def _judge(text: str, s: int, e: int, raw: str, number, region: str) -> str:
+class _Lines:
+    """Where the stripped line holding a position starts and ends; newlines are found once per text
+    and each line is stripped once, so asking for every match costs linear time in all (a
+    search from each match back to its line's start is quadratic on one long line of numbers)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._breaks: list[int] | None = None
+        self._bounds: dict[int, tuple[int, int]] = {}
+
+    def stripped(self, pos: int) -> tuple[int, int]:
+        """``(start, end)`` of the line holding ``pos`` without its surrounding whitespace."""
+        if self._breaks is None:
+            self._breaks = [m.start() for m in re.finditer("\n", self.text)]
+        k = bisect.bisect_left(self._breaks, pos)  # newlines before pos
+        if k not in self._bounds:
+            ls = self._breaks[k - 1] + 1 if k else 0
+            le = self._breaks[k] if k < len(self._breaks) else len(self.text)
+            line = self.text[ls:le]
+            self._bounds[k] = (ls + len(line) - len(line.lstrip()), ls + len(line.rstrip()))
+        return self._bounds[k]
+
+
+def _overlaps(starts: list[int], ends: list[int], s: int, e: int) -> bool:
+    """Whether ``[s, e)`` overlaps one of the sorted, non-overlapping spans ``starts[i]:ends[i]``."""
+    i = bisect.bisect_left(starts, e) - 1  # the last span starting before e
+    return i >= 0 and ends[i] > s
+
+
+def _judge(text: str, s: int, e: int, raw: str, number, region: str, lines: _Lines | None = None) -> str:
     """``"phone"``, ``"maybe"`` (well formed; only a phone listed right before can vouch for it) or ``"no"``."""
     digits = re.sub(r"\D", "", raw)
     valid = phonenumbers.is_valid_number(number)
@@ -181,8 +211,8 @@ def _judge(text: str, s: int, e: int, raw: str, number, region: str) -> str:
     if raw.strip("()").lstrip("+").isdigit() and not international and cue != "phone":
         # One unbroken run of digits is mostly an id ("4424505176"); alone on its line, or listed
         # after a phone number, it may be one.
-        line = text[text.rfind("\n", 0, s) + 1:].split("\n", 1)[0]
-        return "phone" if valid and line.strip() == raw else ("maybe" if valid else "no")
+        alone = (lines or _Lines(text)).stripped(s) == (s, e)  # the line, stripped, is raw (= text[s:e])
+        return "phone" if valid and alone else ("maybe" if valid else "no")
     possible = phonenumbers.is_possible_number_with_reason(number) in _POSSIBLE
     if valid or (possible and (cue == "phone" or international)):
         return "phone"
@@ -206,14 +236,34 @@ def _continues(prev_raw: str, prev_number, raw: str, number) -> bool:
     return phonenumbers.is_valid_number(joined) and len(phonenumbers.national_significant_number(joined)) == len(nsn)
 
 
-def _phones(text: str, region: str) -> list[Span]:
+class TooManyCandidates(Exception):
+    """A text holds more phone-number candidates than the caller's budget (``max_candidates``)."""
+
+
+def _phones(text: str, region: str, max_candidates: int | None = None) -> list[Span]:
+    """Phone spans of ``text``. ``max_candidates``: most candidates (matcher hits plus digit runs
+    and North-American numbers parsed) examined before TooManyCandidates is raised; each costs
+    about 0.1-0.5 ms of phonenumbers parsing, so the cap bounds a page's time by its content."""
     if not _PHONE_GATE_RE.search(text):
         return []
     out: list[Span] = []
-    hits = list(PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE))
+    budget = [max_candidates]
+
+    def spend() -> None:
+        if budget[0] is not None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise TooManyCandidates(max_candidates)
+
+    hits = []
+    for m in PhoneNumberMatcher(text, region, leniency=Leniency.POSSIBLE):  # in order, disjoint
+        spend()
+        hits.append(m)
+    hit_starts, hit_ends = [m.start for m in hits], [m.end for m in hits]
+    lines = _Lines(text)
     prev = None  # (end, raw, number) of the number accepted last
     for m in hits:
-        verdict = _judge(text, m.start, m.end, m.raw_string, m.number, region)
+        verdict = _judge(text, m.start, m.end, m.raw_string, m.number, region, lines)
         if (verdict == "maybe" and prev is not None and _LIST_GAP_RE.fullmatch(text, prev[0], m.start)
                 and _continues(prev[1], prev[2], m.raw_string, m.number)):
             verdict = "phone"
@@ -226,13 +276,14 @@ def _phones(text: str, region: str) -> list[Span]:
     # after a cue, a country code written without "+" ("Fax: 972-3-561-3699").
     for r in _RUN_RE.finditer(text):
         s, e, raw = r.start(), r.end(), r.group()
-        if any(m.start < e and s < m.end for m in hits):
+        if _overlaps(hit_starts, hit_ends, s, e):
             continue
         cue = _cue(text, s)
         if not (raw.startswith("+") or cue == "phone") or cue == "not":
             continue
         if _not_a_number_shape(raw, re.sub(r"\D", "", raw)) or _glued(text, s, e, raw):
             continue
+        spend()
         try:
             number = phonenumbers.parse(raw if raw.startswith("+") else "+" + re.sub(r"\D", "", raw), None)
         except phonenumbers.NumberParseException:
@@ -241,10 +292,15 @@ def _phones(text: str, region: str) -> list[Span]:
             out.append((s, e, PHONE))
     # A North-American number on a page of another region ("(555) 867-5309" on a .de page).
     if region != "US":
+        # Matcher spans and runs are disjoint (runs skip matcher spans), and NANP matches are disjoint
+        # from each other: checking against the spans found so far is enough.
+        found = sorted(out)
+        starts, ends = [a for a, _, _ in found], [b for _, b, _ in found]
         for m in _NANP_RE.finditer(text):
             s, e = m.start(), m.end()
-            if any(a < e and s < b for a, b, _ in out) or _glued(text, s, e, m.group()) or _cue(text, s) == "not":
+            if _overlaps(starts, ends, s, e) or _glued(text, s, e, m.group()) or _cue(text, s) == "not":
                 continue
+            spend()
             try:
                 number = phonenumbers.parse(m.group(), "US")
             except phonenumbers.NumberParseException:

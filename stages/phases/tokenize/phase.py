@@ -45,6 +45,7 @@ from datapipe.stages.phases.tokenize.tokenizer import (
 from datapipe.engine.lineage import digest, fingerprint
 from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.io.parquet import read_json, remove_temporaries, write_json_atomic
+from datapipe.stages.phases.tokenize.tokenizer import TokenizerError, _bytes_sha256
 
 INDEX_FORMAT = "datapipe.tokens/1"
 WORK = "_tokenize"           # intermediate files (removed unless keep_intermediate)
@@ -68,17 +69,18 @@ def _worker_tokenizer(tok_cfg: dict, payload: dict[str, bytes]) -> TextTokenizer
     """The tokenizer on a worker, rebuilt from file bytes shipped by the driver (no shared disk), cached."""
     key = hashlib.sha256(json.dumps(tok_cfg, sort_keys=True).encode() + b"".join(payload.values())).hexdigest()
     if key not in _CACHE:
-        d = Path(tempfile.mkdtemp(prefix="datapipe-tok-"))
-        paths = {}
-        for name, data in payload.items():
-            (d / name).write_bytes(data)
-            paths[name] = str(d / name)
-        cfg = dict(tok_cfg)
-        if cfg["tokenizer"] == "gpt2_bpe":
-            cfg["vocab"], cfg["merges"] = paths["vocab"], paths["merges"]
-        else:
-            cfg["tokenizer"] = next(iter(paths.values()))
-        _CACHE[key] = load_tokenizer(TokenizeConfig(**cfg))
+        # The loaders take paths: the bytes go to a folder that is removed once they are loaded.
+        with tempfile.TemporaryDirectory(prefix="datapipe-tok-") as tmp:
+            d, paths = Path(tmp), {}
+            for name, data in payload.items():
+                (d / name).write_bytes(data)
+                paths[name] = str(d / name)
+            cfg = dict(tok_cfg)
+            if cfg["tokenizer"] == "gpt2_bpe":
+                cfg["vocab"], cfg["merges"] = paths["vocab"], paths["merges"]
+            else:
+                cfg["tokenizer"] = next(iter(paths.values()))
+            _CACHE[key] = load_tokenizer(TokenizeConfig(**cfg))
     return _CACHE[key]
 
 
@@ -209,7 +211,10 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     enc = [f"{work}/enc/{n}.parquet" for n in names]
     sampled = [f"{work}/sampled/{n}.parquet" for n in names]
     tcfg, mcfg = tokenize.model_dump(), mix.model_dump()
-    payload = client.scatter(_payload(tokenize), broadcast=True, hash=False)
+    files = _payload(tokenize)
+    if _bytes_sha256(list(files.values())) != tok.sha256:  # the workers must build the tokenizer checked here
+        raise TokenizerError(f"tokenizer files of {tokenize.tokenizer!r} changed while the run started; run again")
+    payload = client.scatter(files, broadcast=True, hash=False)
     progress("tokenize documents")
 
     counts = client.gather(client.map(_encode_file, [url(p) for p in inputs], [url(p) for p in enc],

@@ -6,6 +6,8 @@ Three tokenizer families, all loaded from local files (nothing is downloaded):
   ``shared_data()/tokenizers/*.tiktoken``, built into a ``tiktoken.Encoding`` with the pattern and
   special tokens of ``tiktoken_ext.openai_public`` (tiktoken's stock loaders would download).
   Any other ``*.tiktoken`` path uses the r50k pattern and ``<|endoftext|>`` = number of ranks.
+  Ranks files are parsed from their bytes (``parse_tiktoken_ranks``), never through tiktoken's
+  path-keyed download cache, and ``sha256`` is the hash of those same bytes.
 * ``gpt2_bpe``: the GPT-2 byte-level BPE from ``gpt2_vocab.json`` + ``gpt2_merges.txt`` as a
   ``tokenizers`` BPE model with the ByteLevel pre-tokenizer (ids equal r50k_base's).
 * a path ending in ``.json``: a Hugging Face ``tokenizer.json`` (``tokenizers.Tokenizer``).
@@ -29,6 +31,8 @@ phase-3 driver is ``datapipe.stages.phases.tokenize.phase.run_mix_tokenize``.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import itertools
 import threading
@@ -163,11 +167,15 @@ def token_dtype(vocab_size: int, requested: str = "auto") -> np.dtype:
     return np.dtype(np.uint16)
 
 
-def _files_sha256(paths: list[Path]) -> str:
+def _bytes_sha256(contents: list[bytes]) -> str:
     h = hashlib.sha256()
-    for p in paths:
-        h.update(p.read_bytes())
+    for data in contents:
+        h.update(data)
     return h.hexdigest()
+
+
+def _files_sha256(paths: list[Path]) -> str:
+    return _bytes_sha256([p.read_bytes() for p in paths])
 
 
 _SPEC_LOCK = threading.Lock()
@@ -190,11 +198,30 @@ def _openai_spec(name: str) -> dict:
             op.load_tiktoken_bpe = saved
 
 
-def _tiktoken(path: Path):
-    import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
+def parse_tiktoken_ranks(data: bytes, source: str) -> dict[bytes, int]:
+    """Mergeable ranks of a tiktoken ranks file's bytes: one ``<base64 token> <rank>`` a line.
 
-    ranks = load_tiktoken_bpe(str(path))
+    Parsed here, not by ``tiktoken.load.load_tiktoken_bpe``: that reads through a cache keyed by
+    the path (``$TIKTOKEN_CACHE_DIR``, else ``/tmp/data-gym-cache``), so a file replaced at the same
+    path would load its old ranks, and every new path leaves a copy behind. Raises TokenizerError
+    naming ``source`` and the line for a line of another shape.
+    """
+    ranks: dict[bytes, int] = {}
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            ranks[base64.b64decode(token, validate=True)] = int(rank)
+        except (ValueError, binascii.Error):
+            raise TokenizerError(f"tokenizer file {source}: line {n} is not '<base64 token> <rank>'") from None
+    return ranks
+
+
+def _tiktoken(path: Path, data: bytes):
+    import tiktoken
+
+    ranks = parse_tiktoken_ranks(data, str(path))
     if path.stem in ("r50k_base", "cl100k_base"):
         spec = _openai_spec(path.stem)
         pat, specials = spec["pat_str"], spec["special_tokens"]
@@ -292,10 +319,11 @@ def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
     a tokenizer.json post-processor whose specials conflict with ``bos``/``eos`` (module docstring).
     """
     kind, files = resolve_files(cfg)
-    sha = _files_sha256(files)
+    contents = [f.read_bytes() for f in files]  # read once: the hash and the ranks come from the same bytes
+    sha = _bytes_sha256(contents)
     bos, post, bos_source = cfg.bos, None, ("tokenize.bos" if cfg.bos is not None else None)
     if kind == "tiktoken":
-        impl = _tiktoken(files[0])
+        impl = _tiktoken(files[0], contents[0])
         vocab_size = impl.n_vocab
         specials = {t: impl.encode_single_token(t) for t in impl.special_tokens_set}
 
