@@ -106,7 +106,19 @@ def _read_paths(paths) -> pa.Table:
                                                         ("warc_date", pa.string())]))
 
 
+def _looks_like_paths(items: list) -> bool:
+    """True when every item is a one-line string naming an existing file (or a glob's shape)."""
+    return bool(items) and all(isinstance(x, str) and "\n" not in x and len(x) < 4096
+                               and (os.path.isfile(x) or os.path.isdir(x)) for x in items)
+
+
 def _as_docs(docs, paths, ids, dates) -> pa.Table:
+    if docs is not None and paths is not None:
+        raise TypeError("dedup takes texts or paths=, not both")
+    if docs is not None and not isinstance(docs, (str, pa.Table)) and _looks_like_paths(list(docs)):
+        raise ValueError(f"dedup was given {len(list(docs))} string(s) that name existing files "
+                         f"(first: {list(docs)[0]}): pass paths=[...] to read them, or texts=[...] "
+                         "to deduplicate the strings themselves")
     if paths is not None:
         t = _read_paths(paths)
     elif isinstance(docs, pa.Table):
@@ -140,14 +152,17 @@ def _replace(t: pa.Table, name: str, arr) -> pa.Table:
     return t.set_column(i, name, arr) if i >= 0 else t.append_column(name, arr)
 
 
-def dedup(docs=None, *, paths=None, threshold: float = 0.8, num_perm: int = 128, ngram: int = 5, seed: int = 1,
+def dedup(docs=None, *, texts=None, paths=None, threshold: float = 0.8, num_perm: int = 128, ngram: int = 5, seed: int = 1,
           bands: int | None = None, rows: int | None = None, exact: bool = True, near: bool = True,
           lines: bool = False, max_line_count: int = 1, config=None, ids=None, dates=None) -> DedupResult:
     """Deduplicate ``docs`` in this process, as the pipeline's ``dedup:`` phase would.
 
-    ``docs``: a list of texts (str), a ``pyarrow.Table`` with ``text`` (optional ``id``,
-    ``warc_date``), or a list of ``pathlib.Path``; ``paths``: file names (str or Path): JSONL and
-    Parquet files are read as a run reads them (same ids), any other file is one document.
+    ``texts=``: a list of texts (str), taken as texts whatever they say; ``paths=``: file names
+    (str or Path): JSONL and Parquet files are read as a run reads them (same ids), any other file
+    is one document. ``docs`` (positional): texts, a ``pyarrow.Table`` with ``text`` (optional
+    ``id``, ``warc_date``), or a list of ``pathlib.Path``; a positional list of strings that all
+    name existing files is refused (ValueError: say ``paths=`` or ``texts=``), never silently
+    deduplicated as the file names' own text.
     ``ids``/``dates``: one per document (default ids ``00000000``, ``00000001``, ... so the first
     of a cluster is kept). Settings: ``threshold`` (Jaccard of word ``ngram`` shingles, (0, 1)),
     ``num_perm`` [2, 1024], ``seed``, ``bands``/``rows`` (default: chosen as the pipeline does),
@@ -164,7 +179,15 @@ def dedup(docs=None, *, paths=None, threshold: float = 0.8, num_perm: int = 128,
     from datapipe.stages.phases.dedup.phase import run_dedup
 
     cfg = _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines, max_line_count, near)
-    t = _as_docs(docs, paths, ids, dates)
+    if texts is not None:
+        if docs is not None or paths is not None:
+            raise TypeError("dedup takes one of texts=, paths= or a positional argument")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if any(not isinstance(x, str) for x in texts):
+            raise TypeError("dedup(texts=...) takes strings")
+        t = _as_docs(pa.table({"text": pa.array(texts, pa.string())}), None, ids, dates)
+    else:
+        t = _as_docs(docs, paths, ids, dates)
     sig = DedupSignatures(stage_config(cfg))
     schema = document_schema([sig])
     shard = conform(sig(conform(t, schema)), schema)

@@ -23,13 +23,13 @@ content plus the whole-page fallback.
 from __future__ import annotations
 
 import pyarrow as pa
+from datapipe.stages.lib.charset import decode_payload
+from datapipe.stages.lib.mainblock import extract_main
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
 from datapipe.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
-from datapipe.stages.lib.charset import decode_payload
-from datapipe.stages.lib.mainblock import extract_main
 
 
 class ExtractConfig(StageConfig):
@@ -88,21 +88,34 @@ class Extract(Stage):
     needs = ("payload",)  # the raw HTML; dropped once extracted
     reads = ("record_type", "charset")  # text records pass through; the reader's declared charset
 
+    def _options(self) -> dict:
+        c = self.config
+        return dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
+                    list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
+                    fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
+                    thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
+                    trim_chars=c.trim_chars, trim_share=c.trim_share,
+                    thread_block_chars=c.thread_block_chars)
+
     def setup(self) -> None:
         self._sandbox = None
-        c = self.config
-        self._opts = dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
-                          list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
-                          fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
-                          thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
-                          trim_chars=c.trim_chars, trim_share=c.trim_share,
-                          thread_block_chars=c.thread_block_chars)
-        if c.sandbox:
-            from datapipe.stages.lib.extract_sandbox import Sandbox
-            self._sandbox = Sandbox(self._opts)
-            # Start the child now (once per worker, with the models): a sandbox that cannot start
-            # fails before any work, and the first batch does not pay its start-up.
+        self._opts = self._options()
+        if self.config.sandbox:
+            from datapipe.stages.lib.extract_sandbox import shared_sandbox
+            self._sandbox = shared_sandbox(self._opts)
+            # Start the child now (once per thread and settings, with the models): a sandbox that
+            # cannot start fails before any work, and the first batch does not pay its start-up.
             self._sandbox.start()
+
+    def check(self) -> None:
+        """Start a child of its own and stop it: the check proves the sandbox starts from the
+        files it starts from now (``assets``), whatever child this thread already runs."""
+        if self.config.sandbox:
+            from datapipe.stages.lib.extract_sandbox import Sandbox
+
+            probe = Sandbox(self._options())
+            probe.start()
+            probe.close()
 
     def assets(self) -> list:
         """What ``check`` (the sandbox child's start) depends on besides config, code and
@@ -117,9 +130,9 @@ class Extract(Stage):
         from pathlib import Path
 
         import resiliparse
+        from datapipe.stages.lib import extract_sandbox
 
         from datapipe import procenv
-        from datapipe.stages.lib import extract_sandbox
 
         pkg = Path(resiliparse.__file__).parent  # its compiled code: _resiliparse.*.so (2.0)
         return [Path(extract_sandbox.__file__), Path(procenv.__file__), pkg / "__init__.py",
@@ -171,7 +184,3 @@ class Extract(Stage):
         batch = with_column(batch, REJECT, reject, pa.string())
         return with_column(batch, ERROR, error, pa.string())
 
-    def __del__(self):
-        sb = getattr(self, "_sandbox", None)
-        if sb is not None:
-            sb.close()

@@ -47,16 +47,28 @@ already holds a placeholder is untouched and not counted (no ``@``/digits in a p
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import pyarrow as pa
+from datapipe.stages.lib.pii_email import _emails
+from datapipe.stages.lib.pii_ip import _ips
+from datapipe.stages.lib.pii_kinds import (
+    _PRIORITY,
+    EMAIL,
+    IP,
+    PHONE,
+    PLACEHOLDERS,
+    Span,
+)
+from datapipe.stages.lib.pii_phone import (
+    _SUPPORTED_REGIONS,
+    _phones,
+    region_for,
+    region_for_host,
+)
 
 from datapipe.ranges import NonNegFloat
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages.lib.pii_email import _emails
-from datapipe.stages.lib.pii_ip import _ips
-from datapipe.stages.lib.pii_kinds import _PRIORITY, EMAIL, IP, PHONE, PLACEHOLDERS, Span
-from datapipe.stages.lib.pii_phone import _SUPPORTED_REGIONS, _phones, region_for, region_for_host
 
 # Public names of the detectors' modules stay importable from here.
 __all__ = ["EMAIL", "IP", "PHONE", "PLACEHOLDERS", "PIIMask", "Span", "find_pii", "mask_emails", "mask_ips",
@@ -143,12 +155,13 @@ class PIIMask(Stage):
     """
 
     name = "pii"
+    version = 2  # 2: kinds not in ``kinds`` count null (were 0, as if checked and absent)
     edits = ("text",)  # spans are masked in place
     reads = ("lang", "host")  # the phone numbers' region: the host's ccTLD, then the language
 
     class Config(StageConfig):
-        #: Kinds to mask (subset of email, ip, phone).
-        kinds: list[str] = [EMAIL, IP, PHONE]
+        #: Kinds to mask (subset of email, ip, phone); the count of a kind not asked for is null.
+        kinds: list[Literal["email", "ip", "phone"]] = [EMAIL, IP, PHONE]
         #: Region for phone numbers without +country when neither ccTLD nor language gives one.
         default_region: str = "US"
         #: Guess the phone region from the host's ccTLD, else from the page's language.
@@ -192,7 +205,7 @@ class PIIMask(Stage):
                 counts[k].append(c[k])
             reasons.append("pii:too_much_pii" if too_much_pii(c, len(text.split()), cfg.max_per_100_words) else None)
         batch = with_column(batch, "text", out_text, pa.string())
-        batch = with_column(batch, "pii_email_count", counts[EMAIL], pa.int32())
-        batch = with_column(batch, "pii_phone_count", counts[PHONE], pa.int32())
-        batch = with_column(batch, "pii_ip_count", counts[IP], pa.int32())
+        for kind in (EMAIL, PHONE, IP):  # not asked for: unknown, not zero
+            batch = with_column(batch, f"pii_{kind}_count", counts[kind] if kind in kinds else [None] * len(texts),
+                                pa.int32())
         return merge_reasons(batch, reasons)

@@ -18,7 +18,7 @@ from datapipe.io.paths import canonical_input, input_identity
 from datapipe.stage import REJECT, registry, with_column
 from datapipe.task import KINDS, SCHEMA_VERSION, plan_specs, prefix_fingerprints, run_file_task
 
-CHAIN = [{"fineweb": {}}, {"gopher_quality": {"min_words": 5, "min_stop_words": 0}}, {"pii": {}}]
+CHAIN = [{"fineweb": {}}, {"gopher_quality": {"min_words": 5, "min_stop_words": 0}}, {"gopher_repetition": {}}]
 
 
 def _h(obj) -> str:  # the fingerprint formula, written out independently

@@ -9,12 +9,14 @@ The child is a plain ``subprocess`` (Dask worker processes are daemonic and may 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pickle
 import select
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 _LEN = struct.Struct("<Q")
@@ -58,6 +60,21 @@ def _read_exact(fd: int, n: int, deadline: float | None) -> bytes | None:
     return bytes(buf)
 
 
+_LOCAL = threading.local()
+
+
+def shared_sandbox(options: dict) -> Sandbox:
+    """This thread's sandbox for ``options``, made on first use: every extract stage object with
+    the same settings in one thread uses one child (``datapipe.stages.get("extract")`` called
+    again and again started a child per object, 0.6-1.1 s each). Per thread, because one child
+    serves one request at a time; a thread's children close when the thread ends."""
+    pool = _LOCAL.__dict__.setdefault("pool", {})
+    key = json.dumps(options, sort_keys=True, default=str)
+    if key not in pool:
+        pool[key] = Sandbox(options)
+    return pool[key]
+
+
 class Sandbox:
     """A persistent child that extracts documents; restarted after a crash or a timeout."""
 
@@ -93,6 +110,12 @@ class Sandbox:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone
+            pass
 
     def run(self, items: list[tuple[bytes, str | None]], timeout_s: float) -> list[tuple]:
         """Extract each ``(payload, http_charset)``. Returns ``(text, codec, error, warnings)`` per item.
