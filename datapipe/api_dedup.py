@@ -117,7 +117,7 @@ def _as_docs(docs, paths, ids, dates) -> pa.Table:
         raise TypeError("dedup takes texts or paths=, not both")
     if docs is not None and not isinstance(docs, (str, pa.Table)) and _looks_like_paths(list(docs)):
         raise ValueError(f"dedup was given {len(list(docs))} string(s) that name existing files "
-                         f"(first: {list(docs)[0]}): pass paths=[...] to read them, or texts=[...] "
+                         f"(first: {next(iter(docs))}): pass paths=[...] to read them, or texts=[...] "
                          "to deduplicate the strings themselves")
     if paths is not None:
         t = _read_paths(paths)

@@ -44,7 +44,7 @@ def test_dashboard_table_follows_a_running_run(data_dir, tmp_path, warm_client):
     from datapipe import monitor
 
     monitor.register(warm_client)
-    base = "http://127.0.0.1:%d" % urlsplit(warm_client.dashboard_link).port
+    base = f"http://127.0.0.1:{urlsplit(warm_client.dashboard_link).port}"
     done: dict = {}
     seen: list[dict] = []
     with sync_playwright() as pw:

@@ -114,7 +114,7 @@ class Sandbox:
     def __del__(self):
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone
+        except Exception:  # noqa: BLE001, S110 - at interpreter exit the modules may be gone
             pass
 
     def run(self, items: list[tuple[bytes, str | None]], timeout_s: float) -> list[tuple]:
