@@ -73,14 +73,21 @@ class DedupResult:
 
 
 def _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines, max_line_count, near):
-    from datapipe.stages.phases.dedup.config import DedupConfig
+    """The DedupConfig; ValueError naming each bad setting (closest known one for a typo)."""
+    from pydantic import ValidationError
 
-    if config is not None:
-        return config if isinstance(config, DedupConfig) else DedupConfig(**config)
-    mh = {"enabled": near, "threshold": threshold, "num_perm": num_perm, "ngram": ngram, "seed": seed}
-    if bands is not None:
-        mh.update(bands=bands, rows=rows)
-    return DedupConfig(exact=exact, lines={"enabled": lines, "max_count": max_line_count}, minhash=mh)
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.suggest import config_error
+
+    try:
+        if config is not None:
+            return config if isinstance(config, DedupConfig) else DedupConfig(**config)
+        mh = {"enabled": near, "threshold": threshold, "num_perm": num_perm, "ngram": ngram, "seed": seed}
+        if bands is not None:
+            mh.update(bands=bands, rows=rows)
+        return DedupConfig(exact=exact, lines={"enabled": lines, "max_count": max_line_count}, minhash=mh)
+    except ValidationError as e:
+        raise ValueError(config_error("dedup", e, DedupConfig)) from None
 
 
 def _read_paths(paths) -> pa.Table:
@@ -170,8 +177,8 @@ def dedup(docs=None, *, texts=None, paths=None, threshold: float = 0.8, num_perm
     or a whole ``config`` (``DedupConfig`` or the manifest's ``dedup:`` mapping; then the
     keyword settings are ignored).
 
-    Returns a ``DedupResult``. Raises ValueError (pydantic's ValidationError) for settings out of
-    range, ValueError for duplicate or null ids, TypeError for inputs of another kind. Meant for
+    Returns a ``DedupResult``. Raises ValueError for settings out of range or unknown (one line
+    per setting), ValueError for duplicate or null ids, TypeError for inputs of another kind. Meant for
     up to some 10^5 documents: everything is held in memory and run on one core.
     """
     from datapipe.schema import conform, document_schema

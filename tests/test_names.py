@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
+import datapipe
 from datapipe import cli
 from datapipe import inspect as I
 from datapipe.manifest import ManifestError, load_manifest
@@ -77,6 +78,10 @@ def test_python_and_what_if_typos_are_one_line_with_a_suggestion():
         stages.get("gopher_quality", min_word=5)
     assert "gopher_quality.min_word: unknown setting 'min_word'; did you mean 'min_words'?" in str(e.value)
     assert RAW not in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError) as e:
+        datapipe.dedup(["a b c"], config={"minhash": {"treshold": 0.8}})
+    assert "dedup.minhash.treshold: unknown setting 'treshold'; did you mean 'threshold'?" in str(e.value)
+    assert RAW not in str(e.value)
     with pytest.raises(I.InspectError) as e:
         decider_for("langid", {}, {"min_scor": 0.9})
     assert "did you mean 'min_score'?" in str(e.value) and RAW not in str(e.value)
