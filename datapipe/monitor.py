@@ -95,6 +95,7 @@ def _counters_doc(scheduler, extra, doc) -> None:
     """The bokeh document: per-stage kept/rejected/errored so far, as a table and stacked bars."""
     from bokeh.layouts import column
     from bokeh.models import (
+        AllIndices,
         ColumnDataSource,
         DataTable,
         Div,
@@ -119,11 +120,18 @@ def _counters_doc(scheduler, extra, doc) -> None:
         p = _plugin(scheduler)
         t = p.totals() if p else {"run": None, "tasks": 0, "stages": {}}
         names = list(t["stages"])
-        src.data = {"stage": names, **{c: [t["stages"][n][c] for n in names] for c in COLUMNS}}
-        fig.y_range.factors = names[::-1]
+        new = {"stage": names, **{c: [t["stages"][n][c] for n in names] for c in COLUMNS}}
         # the run's output path is any string a user chose: text, never markup (Div renders HTML)
         run = html.escape(str(t["run"])) if t["run"] else "(none yet)"
         head.text = f"<h3>datapipe run: {run}</h3><p>{int(t['tasks'])} task(s) reporting</p>"
+        if new == {k: list(v) for k, v in src.data.items()}:
+            return
+        src.data = new
+        fig.y_range.factors = names[::-1]
+        # A DataTable repaints on a change of its CDSView, which a change of the source's data
+        # fires only when the row indices change (rows added or removed): with the same rows the
+        # cells kept their first values while the bars moved. A fresh filter fires it every time.
+        table.view.filter = AllIndices()
 
     update()
     doc.add_periodic_callback(update, 1000)

@@ -102,6 +102,13 @@ class Stage:
 
         return apply_stage(self, data, lang=lang, url=url, **columns)
 
+    def score(self, text, lang=None, url=None, **columns):
+        """This stage on one text: a ``datapipe.api.stage_score.Score`` (``label``, ``score``, ``kept``,
+        ``reason``, ``skipped``, ``signals``); ``label, score = stage.score(text)`` unpacks it."""
+        from datapipe.api.stage_score import score_one
+
+        return score_one(self, text, lang=lang, url=url, **columns)
+
 
 def folder_assets(folder) -> list:
     """A word-list folder as assets: the folder (its mtime moves when a file is added or removed)

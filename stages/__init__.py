@@ -39,13 +39,20 @@ def get(name: str, **config):
     """The registered stage ``name`` with ``config`` (its ``Config`` fields; defaults for the rest).
 
     The config is validated as a manifest's would be: an unknown field or a value out of range
-    raises ``pydantic.ValidationError`` (a ValueError); an unknown ``name`` raises KeyError listing
-    the known stages. Models and lists load on first use (``apply`` or ``check()``).
+    raises ValueError (one line per setting, the closest known setting named for a typo); an
+    unknown ``name`` raises KeyError with the closest stage and the known ones. Models and lists
+    load on first use (``apply`` or ``check()``).
     """
+    from pydantic import ValidationError
+
     from datapipe.stage import registry
+    from datapipe.manifest.suggest import config_error, did_you_mean
 
     reg = registry()
     if name not in reg:
-        raise KeyError(f"unknown stage {name!r}; known stages: {', '.join(sorted(reg))}")
+        raise KeyError(f"unknown stage {name!r}{did_you_mean(name, reg)}; known stages: {', '.join(sorted(reg))}")
     cls = reg[name]
-    return cls(cls.Config(**config))
+    try:
+        return cls(cls.Config(**config))
+    except ValidationError as e:
+        raise ValueError(config_error(name, e, cls.Config)) from None

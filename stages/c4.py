@@ -23,10 +23,10 @@ cannot be replayed from columns (only the page-level decisions can, via ``decide
 **Page-level rejections** (checked in this order):
 
 * ``c4:lorem_ipsum``: "lorem ipsum" (any case) in a line that passed the punctuation and length rules;
-* ``c4_curly_bracket``: a ``{`` or ``}`` in such a line that is not a javascript line (the reference
+* ``c4:curly_bracket``: a ``{`` or ``}`` in such a line that is not a javascript line (the reference
   code drops javascript lines before its brace test; C4 removes pages with curly brackets as
-  likely code). This reason is spelled with an underscore because case B18 fixes that name; all
-  other reasons of this project use ``stage:rule``;
+  likely code). Its signal column is ``c4_curly_bracket``; the reason was spelled so too before
+  stage version 2, which gave it the ``stage:rule`` form of every other reason;
 * ``c4:bad_words``: a word or phrase of the LDNOOBW list for the document's language in the
   cleaned text. C4 used the English list only, so ``bad_words_langs`` defaults to ``["en"]``.
   Space-delimited languages match whole words/phrases; for zh/ja/th (no spaces) entries match as
@@ -100,7 +100,7 @@ FIELDS = [
 
 RULES = [
     ("c4:lorem_ipsum", "c4_lorem_ipsum", (), lambda v, c: (v > 0) & c.filter_lorem_ipsum),
-    ("c4_curly_bracket", "c4_curly_bracket", (), lambda v, c: (v > 0) & c.filter_curly_bracket),
+    ("c4:curly_bracket", "c4_curly_bracket", (), lambda v, c: (v > 0) & c.filter_curly_bracket),
     ("c4:bad_words", "c4_bad_word_count", (), lambda v, c: (v > c.max_bad_words) & c.filter_bad_words),
     ("c4:min_sentences", "c4_sentence_count", ("min_sentences",), lambda v, c: v < c.min_sentences),
 ]
@@ -205,6 +205,7 @@ class C4(Stage):
     thresholds (terminal punctuation, >= 3 words a line, >= 5 sentences, LDNOOBW) and reasons."""
 
     name = "c4"
+    version = 2  # 2: the curly-bracket reason is c4:curly_bracket (was c4_curly_bracket)
     edits = ("text",)  # line filters drop lines
     reads = ("lang",)  # the bad-words rule and sentence ends are per language
     recomputable = True

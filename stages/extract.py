@@ -91,21 +91,34 @@ class Extract(Stage):
     needs = ("payload",)  # the raw HTML; dropped once extracted
     reads = ("record_type", "charset")  # text records pass through; the reader's declared charset
 
+    def _options(self) -> dict:
+        c = self.config
+        return dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
+                    list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
+                    fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
+                    thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
+                    trim_chars=c.trim_chars, trim_share=c.trim_share,
+                    thread_block_chars=c.thread_block_chars)
+
     def setup(self) -> None:
         self._sandbox = None
-        c = self.config
-        self._opts = dict(main_content=c.main_content, alt_texts=c.alt_texts, links=c.links,
-                          list_bullets=c.list_bullets, noscript=c.noscript, clean=c.clean,
-                          fallback_chars=c.fallback_chars, thread_gate=c.thread_gate,
-                          thread_ratio=c.thread_ratio, keep_ratio=c.keep_ratio,
-                          trim_chars=c.trim_chars, trim_share=c.trim_share,
-                          thread_block_chars=c.thread_block_chars)
-        if c.sandbox:
-            from datapipe.stages.lib.extract_sandbox import Sandbox
-            self._sandbox = Sandbox(self._opts, memory_bytes=c.memory_bytes)
-            # Start the child now (once per worker, with the models): a sandbox that cannot start
-            # fails before any work, and the first batch does not pay its start-up.
+        self._opts = self._options()
+        if self.config.sandbox:
+            from datapipe.stages.lib.extract_sandbox import shared_sandbox
+            self._sandbox = shared_sandbox(self._opts, memory_bytes=self.config.memory_bytes)
+            # Start the child now (once per thread and settings, with the models): a sandbox that
+            # cannot start fails before any work, and the first batch does not pay its start-up.
             self._sandbox.start()
+
+    def check(self) -> None:
+        """Start a child of its own and stop it: the check proves the sandbox starts from the
+        files it starts from now (``assets``), whatever child this thread already runs."""
+        if self.config.sandbox:
+            from datapipe.stages.lib.extract_sandbox import Sandbox
+
+            probe = Sandbox(self._options())
+            probe.start()
+            probe.close()
 
     def assets(self) -> list:
         """What ``check`` (the sandbox child's start) depends on besides config, code and
@@ -174,7 +187,3 @@ class Extract(Stage):
         batch = with_column(batch, REJECT, reject, pa.string())
         return with_column(batch, ERROR, error, pa.string())
 
-    def __del__(self):
-        sb = getattr(self, "_sandbox", None)
-        if sb is not None:
-            sb.close()

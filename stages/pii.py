@@ -47,7 +47,7 @@ already holds a placeholder is untouched and not counted (no ``@``/digits in a p
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 from datapipe.manifest.ranges import NonNegFloat, PosInt
@@ -153,12 +153,13 @@ class PIIMask(Stage):
     """
 
     name = "pii"
+    version = 2  # 2: kinds not in ``kinds`` count null (were 0, as if checked and absent)
     edits = ("text",)  # spans are masked in place
     reads = ("lang", "host")  # the phone numbers' region: the host's ccTLD, then the language
 
     class Config(StageConfig):
-        #: Kinds to mask (subset of email, ip, phone).
-        kinds: list[str] = [EMAIL, IP, PHONE]
+        #: Kinds to mask (subset of email, ip, phone); the count of a kind not asked for is null.
+        kinds: list[Literal["email", "ip", "phone"]] = [EMAIL, IP, PHONE]
         #: Region for phone numbers without +country when neither ccTLD nor language gives one.
         default_region: str = "US"
         #: Guess the phone region from the host's ccTLD, else from the page's language.
@@ -210,7 +211,7 @@ class PIIMask(Stage):
                 counts[k].append(c[k])
             reasons.append(reason)
         batch = with_column(batch, "text", out_text, pa.string())
-        batch = with_column(batch, "pii_email_count", counts[EMAIL], pa.int32())
-        batch = with_column(batch, "pii_phone_count", counts[PHONE], pa.int32())
-        batch = with_column(batch, "pii_ip_count", counts[IP], pa.int32())
+        for kind in (EMAIL, PHONE, IP):  # not asked for: unknown, not zero
+            batch = with_column(batch, f"pii_{kind}_count", counts[kind] if kind in kinds else [None] * len(texts),
+                                pa.int32())
         return merge_reasons(batch, reasons)

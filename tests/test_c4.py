@@ -22,7 +22,7 @@ def test_case_b18(cases_dir):
     rows = [json.loads(x) for x in (cases_dir / "B18.jsonl").read_text().splitlines() if x.strip()]
     out = dict(zip([x["id"] for x in rows], run([x["text"] for x in rows])))
     assert out["plain"]["reject_reason"] is None and out["plain"]["c4_curly_bracket"] is False
-    assert out["braces"]["reject_reason"] == "c4_curly_bracket" and out["braces"]["c4_curly_bracket"] is True
+    assert out["braces"]["reject_reason"] == "c4:curly_bracket" and out["braces"]["c4_curly_bracket"] is True
     # Switched off, the brace is no longer a reason (the page then fails on its 3 sentences).
     off = run([rows[1]["text"]], filter_curly_bracket=False)[0]
     assert off["reject_reason"] == "c4:min_sentences" and off["c4_sentence_count"] == 3
@@ -89,7 +89,7 @@ def test_missing_word_list_folder_fails_fast(tmp_path):
 
 def test_decide_from_columns():
     sig = {"c4_lorem_ipsum": False, "c4_curly_bracket": True, "c4_bad_word_count": 0, "c4_sentence_count": 9}
-    assert c4.decide(sig) == "c4_curly_bracket"
+    assert c4.decide(sig) == "c4:curly_bracket"
     assert c4.decide(sig, c4.C4Config(filter_curly_bracket=False)) is None
     assert c4.decide({**sig, "c4_curly_bracket": False, "c4_sentence_count": 4}) == "c4:min_sentences"
     assert c4.decide({**sig, "c4_curly_bracket": False, "c4_bad_word_count": None}) is None

@@ -76,21 +76,26 @@ def test_nanogpt_memmap(tmp_path):
 
 
 def test_cli_takes_the_run_folder_and_errors_in_one_line(tmp_path, capsys):
-    """``export-tokens RUN OUT`` (the folder a user has) was an IsADirectoryError traceback."""
+    """``export-tokens RUN --out OUT`` (the folder a user has) was an IsADirectoryError traceback."""
     from datapipe.cli import main as cli
 
     index, _ = write_index(tmp_path / "run" / "tokens", 20)
     assert Path(index) == tmp_path / "run" / "tokens" / "index.json"
     for given in (tmp_path / "run", tmp_path / "run" / "tokens"):
-        assert cli.main(["export-tokens", str(given), str(tmp_path / given.name)]) == 0
+        assert cli.main(["export-tokens", str(given), "--out", str(tmp_path / given.name)]) == 0
         _, seqs, _ = _read_megatron(str(tmp_path / given.name))
         assert all(np.array_equal(a, b) for a, b in zip(seqs, _written_documents(index))) and len(seqs) == 20
     capsys.readouterr()
     (tmp_path / "empty").mkdir()
-    assert cli.main(["export-tokens", str(tmp_path / "empty"), str(tmp_path / "x")]) == 2
+    assert cli.main(["export-tokens", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert err == (f"error: {tmp_path / 'empty'} is a folder without a token index (tokens/index.json): "
                    "was the run's tokenize phase on?")
-    assert cli.main(["export-tokens", str(tmp_path / "no.json"), str(tmp_path / "x")]) == 2
+    assert cli.main(["export-tokens", str(tmp_path / "no.json"), "--out", str(tmp_path / "x")]) == 2
     assert " ".join(capsys.readouterr().err.split()) == f"error: {tmp_path / 'no.json'}: No such file or directory"
     assert not (tmp_path / "x.bin").exists()
+    # The output is --out, as for every other command; the old positional gets a one-line hint.
+    assert cli.main(["export-tokens", str(tmp_path / "run"), str(tmp_path / "y")]) == 2
+    assert " ".join(capsys.readouterr().err.split()) == (
+        f"error: give the output as --out {tmp_path / 'y'} (export-tokens takes --out, as every other command does)")
+    assert not (tmp_path / "y.bin").exists()

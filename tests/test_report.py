@@ -77,13 +77,13 @@ def test_report_numbers_equal_ledger(run_dir):
     led = json.loads((run_dir / "ledger.json").read_text())
     for name, s in led["stages"].items():
         row = re.search(rf'<tr class="stage" data-stage="{re.escape(name)}">(.*?)</tr>', page).group(1)
-        nums = dict(re.findall(r'<td data-key="(\w+)">(\d+)</td>', row))
-        assert nums == {"in": str(s["in"]), "kept": str(s["kept"]), "rejected": str(sum(s["rejected"].values())),
-                        "errored": str(sum(s["errored"].values()))}
-        reasons = {k: int(v) for k, v in re.findall(r'<span data-reason="([^"]+)">(\d+)</span>', row)}
+        nums = dict(re.findall(r'<td data-key="(\w+)">([\d,]+)</td>', row))  # thousands separated
+        assert nums == {"in": f"{s['in']:,}", "kept": f"{s['kept']:,}", "rejected": f"{sum(s['rejected'].values()):,}",
+                        "errored": f"{sum(s['errored'].values()):,}"}
+        reasons = {k: int(v.replace(",", "")) for k, v in re.findall(r'<span data-reason="([^"]+)">([\d,]+)</span>', row)}
         assert reasons == {**s["rejected"], **s["errored"]}
     totals = re.search(r'<p id="totals">(.*?)</p>', page, re.S).group(1)
-    assert dict(re.findall(r'<b data-key="(\w+)">(\d+)</b>', totals)) == {k: str(v) for k, v in led["totals"].items()}
+    assert dict(re.findall(r'<b data-key="(\w+)">([\d,]+)</b>', totals)) == {k: f"{v:,}" for k, v in led["totals"].items()}
 
 
 def test_report_cli(run_dir, tmp_path, capsys):
@@ -173,13 +173,13 @@ def test_report_numbers_in_chromium_equal_ledger(page_in_chromium, run_dir):
     assert [r["stage"] for r in rows] == list(led["stages"])
     for r in rows:
         s = led["stages"][r["stage"]]
-        assert dict(r["nums"]) == {"in": str(s["in"]), "kept": str(s["kept"]),
-                                   "rejected": str(sum(s["rejected"].values())),
-                                   "errored": str(sum(s["errored"].values()))}
-        assert {k: int(v) for k, v in r["reasons"]} == {**s["rejected"], **s["errored"]}
+        assert dict(r["nums"]) == {"in": f"{s['in']:,}", "kept": f"{s['kept']:,}",
+                                   "rejected": f"{sum(s['rejected'].values()):,}",
+                                   "errored": f"{sum(s['errored'].values()):,}"}
+        assert {k: int(v.replace(",", "")) for k, v in r["reasons"]} == {**s["rejected"], **s["errored"]}
     totals = page_in_chromium.inner_text("#totals")
     t = led["totals"]
-    assert totals.split() == f"records in {t['in']}, kept {t['kept']}, rejected {t['rejected']}, errored {t['errored']}".split()
+    assert totals.split() == f"records in {t['in']:,}, kept {t['kept']:,}, rejected {t['rejected']:,}, errored {t['errored']:,}".split()
 
 
 def test_tokens_chart_keeps_a_small_domain_visible(monkeypatch):

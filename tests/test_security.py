@@ -41,7 +41,7 @@ def test_code_named_as_a_section_is_refused(tmp_path):
     with pytest.raises(ManifestError) as e:
         load_manifest(p)
     msg = str(e.value)
-    assert ":3: os.system: Extra inputs are not permitted" in msg
+    assert ":3: os.system: unknown setting 'os.system'" in msg
     assert "phase sections: dedup, mix, tokenize" in msg
 
 

@@ -19,7 +19,7 @@ from datapipe.engine.task_plan import SCHEMA_VERSION, plan_specs, prefix_fingerp
 from datapipe.io.paths import canonical_input, input_identity
 from datapipe.stage import REJECT, registry, with_column
 
-CHAIN = [{"fineweb": {}}, {"gopher_quality": {"min_words": 5, "min_stop_words": 0}}, {"pii": {}}]
+CHAIN = [{"fineweb": {}}, {"gopher_quality": {"min_words": 5, "min_stop_words": 0}}, {"gopher_repetition": {}}]
 
 
 def _h(obj) -> str:  # the fingerprint formula, written out independently

@@ -85,11 +85,19 @@ def plot_loss_vs_weight(table: pa.Table, domains: list[str], eval_names: list[st
 
 
 def mix_block(weights: dict[str, float], run_index: dict) -> str:
-    """A ``mix:`` section for the main manifest: the run's own rules/settings with these weights."""
+    """A ``mix:`` section for the main manifest: the run's own rules/settings with these weights
+    (settings left at null are left out: the manifest's defaults give them)."""
     base = dict((run_index.get("config") or {}).get("mix") or {})
     base["weights"] = {d: round(float(w), 4) for d, w in weights.items() if round(float(w), 4) > 0}
     keep = ["rules", "default_domain", "weights", "total_tokens", "max_epochs", "fill_budget", "seed"]
-    return yaml.safe_dump({"mix": {k: base[k] for k in keep if k in base}}, sort_keys=False)
+    return yaml.safe_dump({"mix": _no_nulls({k: base[k] for k in keep if k in base})}, sort_keys=False)
+
+
+def _no_nulls(v):
+    """``v`` without the null entries of its mappings, at any depth."""
+    if isinstance(v, dict):
+        return {k: _no_nulls(x) for k, x in v.items() if x is not None}
+    return [_no_nulls(x) for x in v] if isinstance(v, list) else v
 
 
 def analyse(records: list[dict], domains: list[str], eval_names: list[str], m, run_index: dict, out: Path,

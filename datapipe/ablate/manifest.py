@@ -246,7 +246,7 @@ def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | 
     try:
         return AblationManifest(**data)
     except ValidationError as e:
-        raise ManifestError(validation_message(source, lines, e)) from None
+        raise ManifestError(validation_message(source, lines, e, model=AblationManifest)) from None
 
 
 def _no_program_from_file(data: dict, lines: dict, source: str) -> None:

@@ -10,13 +10,19 @@ Decision rule (``decide``), in order:
    inside the tried mixtures' hull is recommended;
 4. otherwise the best tried mixture, but only when it beats the runner-up by more than the
    margin; else **no recommendation**, and the mixtures tied with the best are named.
+
+Every decision also carries ``headline``: one sentence in plain words saying what to do, the first
+line of ``report.html``, ``ranking.md`` and ``recommended_mix.yaml``. When several mixtures are
+tied within the margin it names them and the cheapest of them: the one whose most repeated domain
+is repeated least (lowest ``max_d epochs_d``). ``epochs_d = w_d * budget / T_d`` for a domain of
+``T_d`` tokens, so that mixture needs the least crawled data per training token.
 """
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
+
+import yaml
 
 
 from datapipe.ablate.regmix import EPS
@@ -38,6 +44,67 @@ def decide(rows: list[dict], reg: dict, stats: dict, domains: list[str]) -> dict
     mg = stats["margin"]
     tied = [rows[i]["mixture_id"] for i in order if mg is not None and obj[i] - obj[order[0]] <= mg]
     base = {"best": best["mixture_id"], "tied": tied, "margin": mg}
+    dec = _decide(rows, reg, stats, domains, obj, order, best, mg, tied, base)
+    dec["cheapest"] = cheapest(rows, tied) if len(tied) > 1 else None
+    dec["headline"] = headline(dec, rows, domains)
+    return dec
+
+
+def max_epochs(row: dict) -> float:
+    """The largest ``epochs_<d>`` of a results row (0.0 when the row has none)."""
+    return max([v for k, v in row.items() if k.startswith("epochs_") and v is not None] or [0.0])
+
+
+def cheapest(rows: list[dict], ids: list[str]) -> str:
+    """Of the mixtures ``ids``, the one needing the least crawled data per training token: lowest
+    ``max_epochs``, then lowest objective, then ``mixture_id``."""
+    by_id = {r["mixture_id"]: r for r in rows}
+    return min(ids, key=lambda i: (max_epochs(by_id[i]), by_id[i]["objective"], i))
+
+
+def _names(ids: list[str]) -> str:
+    return ids[0] if len(ids) == 1 else ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def _shares(weights: dict) -> str:
+    return ", ".join(f"{d} {w:.2f}" for d, w in weights.items())
+
+
+_NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def headline(dec: dict, rows: list[dict], domains: list[str]) -> str:
+    """What to do, in one plain sentence (no status codes)."""
+    tied, mg = dec["tied"], dec["margin"]
+    if mg is None:
+        return (f"Not decided yet: with one seed per mixture the noise cannot be measured, so rerun with "
+                f"`seeds: [0, 1]` (best so far: {dec['best']}, which may be luck).")
+    if dec["status"] == "regression" and dec["gain"] > mg:
+        return (f"Use the regression's mixture ({_shares(dec['weights'])}): it is predicted to beat every "
+                f"tried mixture by more than the noise; measure it once before relying on it.")
+    if len(tied) > 1:
+        by_id = {r["mixture_id"]: r for r in rows}
+        c = dec["cheapest"]
+        n = _NUMBERS.get(len(tied), str(len(tied)))
+        eps = max_epochs(by_id[c])
+        cost = f" (it needs the least crawled data: at most {eps:.2f} epochs of any domain)" if eps else ""
+        lead = ("All mixtures are" if len(tied) == len(rows) else f"These {n} mixtures are")
+        tail = ""
+        if dec["status"] == "regression":
+            tail = (f" The regression's mixture ({_shares(dec['weights'])}) is predicted to be as good, "
+                    "not measurably better.")
+        return (f"{lead} tied within noise: {_names(tied)}. Use any of them; the cheapest is {c}{cost}."
+                + tail)
+    if dec["status"] == "regression":
+        return (f"Use the regression's mixture ({_shares(dec['weights'])}): it is as good as the best tried "
+                f"mixture {dec['best']}, which beats every other by more than the noise.")
+    if dec["status"] == "best_tried":
+        return (f"Use {dec['best']} ({_shares(dec['weights'])}): it beats every other mixture by more "
+                "than the noise.")
+    return f"No mixture can be recommended: {dec['reason']}."
+
+
+def _decide(rows, reg, stats, domains, obj, order, best, mg, tied, base) -> dict:
     if mg is None:
         return base | {"status": "none", "weights": None, "reason": (
             f"noise floor not measured ({stats['seeds']} seed): set `seeds: [0, 1]` or more; the ranking below "
@@ -49,7 +116,7 @@ def decide(rows: list[dict], reg: dict, stats: dict, domains: list[str]) -> dict
             "nats/token): they are indistinguishable at this proxy size and budget")}
     if not reg["fallback"]:
         gain = obj[order[0]] - reg["predicted"]
-        return base | {"status": "regression", "weights": reg["named"], "reason": (
+        return base | {"status": "regression", "weights": reg["named"], "gain": gain, "reason": (
             f"the regression passed its out-of-sample checks ({reg['reason']}); objective spread {spread:.4f} > "
             f"margin {mg:.4f}; predicted gain over the best tried mixture {gain:.4f} nats/token "
             + ("(within the margin: as good as the best tried, not measurably better)" if gain <= mg else
@@ -65,24 +132,31 @@ def decide(rows: list[dict], reg: dict, stats: dict, domains: list[str]) -> dict
 
 
 def _ranking(rows, domains, eval_names, reg, stats, dec) -> list[str]:
+    head, body = ranking_cells(rows, domains, eval_names, reg, dec)
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(c) + " |" for c in body]
+
+
+def ranking_cells(rows, domains, eval_names, reg, dec) -> tuple[list[str], list[list[str]]]:
+    """The ranking as a header and one list of cell strings per mixture, best first."""
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["objective"], rows[i]["mixture_id"]))
     seeds = sorted(int(k[len("objective_seed"):]) for k in rows[0] if k.startswith("objective_seed"))
     loo, ho = reg.get("loo_objective"), reg.get("holdout", {}).get("predicted")
     head = ["rank", "mixture", *[f"share {d}" for d in domains], "objective", *[f"seed {s}" for s in seeds],
             "predicted (out of sample)", *[f"loss {n}" for n in eval_names], "notes"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out = []
     for rank, i in enumerate(order, 1):
         r = rows[i]
         pred = (f"{ho[i]:.4f} (held out)" if ho and ho[i] is not None else
                 f"{loo[i]:.4f} (LOO)" if loo and loo[i] is not None else "")
         notes = [*(["tied with best"] if r["mixture_id"] in dec["tied"] and rank > 1 else []),
+                 *(["cheapest of the tied"] if r["mixture_id"] == dec.get("cheapest") else []),
                  *([f"capped: {r['flags']}"] if r["flags"] else []),
                  *([f"same training set as {r['duplicates']}"] if r["duplicates"] else [])]
         cells = [str(rank), r["mixture_id"], *[f"{r[f'share_{d}']:.3f}" for d in domains], f"{r['objective']:.4f}",
                  *[_fmt(r.get(f"objective_seed{s}")) for s in seeds], pred,
                  *[f"{r[f'loss_{n}']:.4f}" for n in eval_names], "; ".join(notes)]
-        out.append("| " + " | ".join(cells) + " |")
-    return out
+        out.append(cells)
+    return head, out
 
 
 def _repro_lines(stats: dict, eval_names: list[str]) -> list[str]:
@@ -127,33 +201,49 @@ def _input_lines(inputs: dict) -> list[str]:
     return out or ["none: every candidate is a distinct training set, every share met, every run finished."]
 
 
-def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inputs, run_index, png: Path) -> dict:
-    """Write ranking.md, recommended_mix.yaml, report.html and summary.json; return the analysis dict."""
+def recommended_yaml(dec: dict, rows: list[dict], domains: list[str], stats: dict, run_index: dict,
+                     n: int) -> str:
+    """``recommended_mix.yaml``: the headline and the decision as comments, ``decision:`` (``status``
+    ``recommended`` | ``tied`` | ``none``, the tied ids and the pick) and the ``mix:`` block to paste
+    (none when nothing can be picked). Tied mixtures give the cheapest of them, marked as such."""
     from datapipe.ablate.analysis import mix_block
 
-    md = "\n".join(_ranking(rows, domains, eval_names, reg, stats, dec)) + "\n"
+    note = f"# {dec['headline']}\n# `datapipe ablate` over {n} distinct mixtures x {stats['seeds']} seed(s).\n"
+    note += f"# Why: {dec['reason']}.\n"
+    regression_wins = dec["status"] == "regression" and dec["gain"] > dec["margin"]
+    if len(dec["tied"]) > 1 and not regression_wins:
+        pick = next(r for r in rows if r["mixture_id"] == dec["cheapest"])
+        weights = {d: pick[f"w_{d}"] for d in domains}
+        decision = {"status": "tied", "tied": dec["tied"], "pick": dec["cheapest"],
+                    "why": "tied within noise: any of them will do; this one is the cheapest"}
+    elif dec["weights"] is not None:
+        weights = dec["weights"]
+        decision = {"status": "recommended", "pick": dec["best"] if dec["status"] == "best_tried" else "regression"}
+    else:
+        return note + "# NO RECOMMENDATION: no mix: block is proposed.\n"
+    return note + yaml.safe_dump({"decision": decision}, sort_keys=False) + mix_block(weights, run_index)
+
+
+def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inputs, run_index, png: Path) -> dict:
+    """Write ranking.md, recommended_mix.yaml, report.html and summary.json; return the analysis dict."""
+    md = f"**{dec['headline']}**\n\n" + "\n".join(_ranking(rows, domains, eval_names, reg, stats, dec)) + "\n"
     sections = {"Reproducibility": _repro_lines(stats, eval_names),
                 "Degenerate inputs": _input_lines(inputs),
                 "Regression (RegMix-style, Liu et al. 2024)": _fit_lines(reg, len(rows), m.analysis.model, eval_names),
-                "Decision": [f"{dec['status'].upper()}: {dec['reason']}."]}
+                "Decision": [dec["headline"], f"Why: {dec['reason']}."]}
     for title, lines in sections.items():
         md += f"\n## {title}\n\n" + "\n".join(f"- {s}" for s in lines) + "\n"
     (out / "ranking.md").write_text(md)
-    note = f"# `datapipe ablate` over {len(rows)} distinct mixtures x {stats['seeds']} seed(s).\n"
-    note += "".join(f"# {s}\n" for s in sections["Reproducibility"] + sections["Decision"])
-    if dec["weights"] is None:
-        block = note + "# NO RECOMMENDATION: no mix: block is proposed.\n"
-    else:
-        block = note + mix_block(dec["weights"], run_index)
+    block = recommended_yaml(dec, rows, domains, stats, run_index, len(rows))
     (out / "recommended_mix.yaml").write_text(block)
-    img = base64.b64encode(png.read_bytes()).decode()
-    (out / "report.html").write_text(
-        f"<html><head><meta charset='utf-8'><title>ablation {html.escape(m.name)}</title></head><body>"
-        f"<h1>Ablation {html.escape(m.name)}</h1><pre>{html.escape(md)}</pre>"
-        f"<img src='data:image/png;base64,{img}' alt='loss vs domain weight'>"
-        f"<h2>Recommended mix</h2><pre>{html.escape(block)}</pre></body></html>")
+    from datapipe.ablate.report_html import render_html
+
+    (out / "report.html").write_text(render_html(m.name, dec["headline"],
+                                                 ranking_cells(rows, domains, eval_names, reg, dec),
+                                                 sections, png, block))
     best = next(r for r in rows if r["mixture_id"] == dec["best"])
     recommended = {"status": dec["status"], "weights": dec["weights"], "reason": dec["reason"],
+                   "headline": dec["headline"], "cheapest_tied": dec["cheapest"],
                    "fallback": reg["fallback"], "regression_weights": reg["named"],
                    "predicted_objective": reg["predicted"], "regression_reason": reg["reason"],
                    "r2_train": reg["r2_train"], "loo_spearman": reg["loo_spearman"], "loo_mae": reg["loo_mae"],

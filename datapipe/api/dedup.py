@@ -73,14 +73,21 @@ class DedupResult:
 
 
 def _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines, max_line_count, near):
-    from datapipe.stages.phases.dedup.config import DedupConfig
+    """The DedupConfig; ValueError naming each bad setting (closest known one for a typo)."""
+    from pydantic import ValidationError
 
-    if config is not None:
-        return config if isinstance(config, DedupConfig) else DedupConfig(**config)
-    mh = {"enabled": near, "threshold": threshold, "num_perm": num_perm, "ngram": ngram, "seed": seed}
-    if bands is not None:
-        mh.update(bands=bands, rows=rows)
-    return DedupConfig(exact=exact, lines={"enabled": lines, "max_count": max_line_count}, minhash=mh)
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.manifest.suggest import config_error
+
+    try:
+        if config is not None:
+            return config if isinstance(config, DedupConfig) else DedupConfig(**config)
+        mh = {"enabled": near, "threshold": threshold, "num_perm": num_perm, "ngram": ngram, "seed": seed}
+        if bands is not None:
+            mh.update(bands=bands, rows=rows)
+        return DedupConfig(exact=exact, lines={"enabled": lines, "max_count": max_line_count}, minhash=mh)
+    except ValidationError as e:
+        raise ValueError(config_error("dedup", e, DedupConfig)) from None
 
 
 def _read_paths(paths) -> pa.Table:
@@ -106,7 +113,19 @@ def _read_paths(paths) -> pa.Table:
                                                         ("warc_date", pa.string())]))
 
 
+def _looks_like_paths(items: list) -> bool:
+    """True when every item is a one-line string naming an existing file (or a glob's shape)."""
+    return bool(items) and all(isinstance(x, str) and "\n" not in x and len(x) < 4096
+                               and (os.path.isfile(x) or os.path.isdir(x)) for x in items)
+
+
 def _as_docs(docs, paths, ids, dates) -> pa.Table:
+    if docs is not None and paths is not None:
+        raise TypeError("dedup takes texts or paths=, not both")
+    if docs is not None and not isinstance(docs, (str, pa.Table)) and _looks_like_paths(list(docs)):
+        raise ValueError(f"dedup was given {len(list(docs))} string(s) that name existing files "
+                         f"(first: {next(iter(docs))}): pass paths=[...] to read them, or texts=[...] "
+                         "to deduplicate the strings themselves")
     if paths is not None:
         t = _read_paths(paths)
     elif isinstance(docs, pa.Table):
@@ -140,14 +159,17 @@ def _replace(t: pa.Table, name: str, arr) -> pa.Table:
     return t.set_column(i, name, arr) if i >= 0 else t.append_column(name, arr)
 
 
-def dedup(docs=None, *, paths=None, threshold: float = 0.8, num_perm: int = 128, ngram: int = 5, seed: int = 1,
+def dedup(docs=None, *, texts=None, paths=None, threshold: float = 0.8, num_perm: int = 128, ngram: int = 5, seed: int = 1,
           bands: int | None = None, rows: int | None = None, exact: bool = True, near: bool = True,
           lines: bool = False, max_line_count: int = 1, config=None, ids=None, dates=None) -> DedupResult:
     """Deduplicate ``docs`` in this process, as the pipeline's ``dedup:`` phase would.
 
-    ``docs``: a list of texts (str), a ``pyarrow.Table`` with ``text`` (optional ``id``,
-    ``warc_date``), or a list of ``pathlib.Path``; ``paths``: file names (str or Path): JSONL and
-    Parquet files are read as a run reads them (same ids), any other file is one document.
+    ``texts=``: a list of texts (str), taken as texts whatever they say; ``paths=``: file names
+    (str or Path): JSONL and Parquet files are read as a run reads them (same ids), any other file
+    is one document. ``docs`` (positional): texts, a ``pyarrow.Table`` with ``text`` (optional
+    ``id``, ``warc_date``), or a list of ``pathlib.Path``; a positional list of strings that all
+    name existing files is refused (ValueError: say ``paths=`` or ``texts=``), never silently
+    deduplicated as the file names' own text.
     ``ids``/``dates``: one per document (default ids ``00000000``, ``00000001``, ... so the first
     of a cluster is kept). Settings: ``threshold`` (Jaccard of word ``ngram`` shingles, (0, 1)),
     ``num_perm`` [2, 1024], ``seed``, ``bands``/``rows`` (default: chosen as the pipeline does),
@@ -155,8 +177,8 @@ def dedup(docs=None, *, paths=None, threshold: float = 0.8, num_perm: int = 128,
     or a whole ``config`` (``DedupConfig`` or the manifest's ``dedup:`` mapping; then the
     keyword settings are ignored).
 
-    Returns a ``DedupResult``. Raises ValueError (pydantic's ValidationError) for settings out of
-    range, ValueError for duplicate or null ids, TypeError for inputs of another kind. Meant for
+    Returns a ``DedupResult``. Raises ValueError for settings out of range or unknown (one line
+    per setting), ValueError for duplicate or null ids, TypeError for inputs of another kind. Meant for
     up to some 10^5 documents: everything is held in memory and run on one core.
     """
     from datapipe.formats.documents import conform, document_schema
@@ -164,7 +186,15 @@ def dedup(docs=None, *, paths=None, threshold: float = 0.8, num_perm: int = 128,
     from datapipe.stages.phases.dedup.phase import run_dedup
 
     cfg = _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines, max_line_count, near)
-    t = _as_docs(docs, paths, ids, dates)
+    if texts is not None:
+        if docs is not None or paths is not None:
+            raise TypeError("dedup takes one of texts=, paths= or a positional argument")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        if any(not isinstance(x, str) for x in texts):
+            raise TypeError("dedup(texts=...) takes strings")
+        t = _as_docs(pa.table({"text": pa.array(texts, pa.string())}), None, ids, dates)
+    else:
+        t = _as_docs(docs, paths, ids, dates)
     sig = DedupSignatures(stage_config(cfg))
     schema = document_schema([sig])
     shard = conform(sig(conform(t, schema)), schema)

@@ -81,7 +81,10 @@ def apply_stage(stage: Stage, data, lang=None, url=None, **columns) -> pa.Table:
     Returns a ``pyarrow.Table``: ``id`` (string; the given ids, else "0", "1", ...), the input
     columns ``url``/``host``/``text``/``lang``/``lang_score`` where known (``text`` after the stage,
     for stages that edit it), the stage's signal columns (types of ``stage.fields``),
-    ``reject_reason`` and ``error_reason`` (string, null = none) and ``kept`` (bool).
+    ``reject_reason`` and ``error_reason`` (string, null = none), ``kept`` (bool), and the same
+    names for every stage (``datapipe.api.stage_score``): ``label`` (string), ``score`` (float64) and
+    ``skipped`` (string: why a text was not looked at, e.g. its language; a
+    ``SkippedTextWarning`` says how many).
 
     Raises ValueError when a column the stage cannot do without is missing (the message names
     what provides it in a run), or when lengths differ; TypeError for data of another kind.
@@ -116,7 +119,9 @@ def apply_stage(stage: Stage, data, lang=None, url=None, **columns) -> pa.Table:
         schema = schema.append(PAYLOAD_FIELD)
     stage.ensure_setup()
     out = stage(conform(t, schema))
-    return _result(stage, out, given=set(t.column_names))
+    from datapipe.api.stage_score import add_aliases
+
+    return add_aliases(stage, _result(stage, out, given=set(t.column_names)))
 
 
 def _with_langid(stage: Stage, t: pa.Table) -> pa.Table:

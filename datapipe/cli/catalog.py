@@ -21,11 +21,12 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def add_cli(sub) -> None:
     """Register ``stages`` and ``schema``."""
-    p = sub.add_parser("stages", help="list the stages: settings, defaults, ranges, where they are defined",
+    p = sub.add_parser("stages", help="list the stages and phase sections: settings, defaults, ranges, sources",
                        description="Every registered stage with its config fields (type, default, allowed range), "
-                                   "the columns it reads and adds, and its source. With NAME: that stage's whole "
-                                   "docstring too.")
-    p.add_argument("name", nargs="?", metavar="NAME", help="one stage (e.g. gopher_quality)")
+                                   "the columns it reads and adds, and its source; then every phase section "
+                                   "(dedup, mix, tokenize, report, ...) with its settings, nested ones dotted. "
+                                   "With NAME: that stage or section's whole docstring too.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="one stage or phase section (e.g. gopher_quality, dedup)")
     p.add_argument("--json", action="store_true", help="print JSON (every default in full)")
     p.set_defaults(func=cmd_stages)
     s = sub.add_parser("schema", help="print the JSON Schema of a manifest (for editors' YAML validation)",
@@ -141,23 +142,47 @@ def _show_stage(out: Console, st: dict, full: bool) -> None:
     out.print(t)
 
 
-def cmd_stages(args) -> int:
-    out, err = Console(), Console(stderr=True)
-    cat = stage_catalog()
-    if args.name:
-        cat = [s for s in cat if s["name"] == args.name]
-        if not cat:
-            from datapipe.stages import names
+def _show_section(out: Console, sec: dict, full: bool) -> None:
+    out.rule(f"[bold]{sec['name']}[/] (phase section of {sec['phase']})", align="left")
+    first = sec["doc"].split("\n\n", 1)[0].replace("\n", " ") if sec["doc"] else "(no docstring)"
+    out.print(sec["doc"] if full else first, highlight=False, markup=False, soft_wrap=full)
+    out.print(f"source: {sec['source']}", highlight=False, markup=False)
+    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for col in ("setting", "type", "default", "range"):
+        t.add_column(col, no_wrap=col in ("setting", "range"), overflow="ellipsis")
+    for f in sec["config"]:
+        d = "(required)" if f["required"] else json.dumps(f["default"], ensure_ascii=False)
+        t.add_row(*(Text(x) for x in (f["field"], f["type"], ellipsize(d, 60 if full else 28), f["range"] or "–")))
+    out.print(t)
 
-            err.print(f"[bold red]error:[/] unknown stage {args.name!r}; known: {', '.join(names())}", highlight=False)
+
+def cmd_stages(args) -> int:
+    from datapipe.cli.section_catalog import section_catalog
+
+    out, err = Console(), Console(stderr=True)
+    cat = [s | {"kind": "stage"} for s in stage_catalog()]
+    secs = section_catalog()
+    if args.name:
+        cat, secs = [s for s in cat if s["name"] == args.name], [s for s in secs if s["name"] == args.name]
+        if not cat and not secs:
+            from datapipe.stages import names
+            from datapipe.manifest.suggest import did_you_mean
+
+            known = names() + [s["name"] for s in section_catalog()]
+            err.print(f"[bold red]error:[/] unknown stage or phase section {args.name!r}{did_you_mean(args.name, known)}; "
+                      f"stages: {', '.join(names())}; phase sections: {', '.join(s['name'] for s in section_catalog())}",
+                      highlight=False, markup=False)
             return 2
     if args.json:
-        sys.stdout.write(json.dumps(cat, indent=2) + "\n")
+        sys.stdout.write(json.dumps(cat + secs, indent=2) + "\n")
         return 0
     for st in cat:
         _show_stage(out, st, full=bool(args.name))
+    for sec in secs:
+        _show_section(out, sec, full=bool(args.name))
     if not args.name:
-        out.print("one stage in full: datapipe stages NAME; everything as JSON: datapipe stages --json", highlight=False)
+        out.print("one stage or section in full: datapipe stages NAME; everything as JSON: datapipe stages --json",
+                  highlight=False)
     return 0
 
 

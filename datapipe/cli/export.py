@@ -1,5 +1,7 @@
-"""``datapipe export-tokens INDEX OUT``: token shards -> Megatron-LM ``.bin/.idx`` or a NumPy memmap."""
+"""``datapipe export-tokens INDEX --out OUT``: token shards -> Megatron-LM ``.bin/.idx`` or a NumPy memmap."""
 from __future__ import annotations
+
+import argparse
 
 
 def add_cli(sub) -> None:
@@ -12,7 +14,8 @@ def add_cli(sub) -> None:
                     "written under temporary names and renamed when complete.")
     p.add_argument("index", help="the run's token index, e.g. runs/sample/tokens/index.json (or the run "
                                  "folder, runs/sample, or its tokens/ folder)")
-    p.add_argument("out", help="output prefix (megatron) or folder (memmap)")
+    p.add_argument("--out", metavar="OUT", help="output prefix (megatron) or folder (memmap); required")
+    p.add_argument("old_out", nargs="?", metavar="OUT", help=argparse.SUPPRESS)  # the old positional: a hint
     p.add_argument("--format", choices=["megatron", "memmap"], default="megatron", help="default: megatron")
     p.add_argument("--val-fraction", type=float, default=0.0,
                    help="memmap only: fraction of documents (by seeded hash of id) written to val.bin (default 0)")
@@ -27,6 +30,11 @@ def cmd_export(args) -> int:
     from datapipe.loader.export import export_tokens
 
     err = Console(stderr=True)
+    if args.old_out is not None or args.out is None:
+        given = args.old_out or "OUT"
+        err.print("[bold red]error:[/] " + escape(f"give the output as --out {given} (export-tokens takes --out, "
+                                                  "as every other command does)"), highlight=False)
+        return 2
     try:
         res = export_tokens(_index_path(args.index), args.out, args.format, val_fraction=args.val_fraction)
     except ValueError as e:

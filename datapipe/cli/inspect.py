@@ -37,7 +37,8 @@ def add_cli(sub) -> None:
     q.add_argument("--kept", action="store_true", help="query kept documents (with --where)")
     q.add_argument("--rejected", action="store_true", help="query rejected documents (with --where)")
     q.add_argument("--errors", action="store_true", help="query errored records (with --where)")
-    q.add_argument("--doc", metavar="ID", help="one document in full: provenance, signals, fate, cluster")
+    q.add_argument("--doc", metavar="ID", help="one document in full: provenance, signals, fate, cluster "
+                                               "(ID or an unambiguous prefix of it, e.g. the 12 characters tables show)")
     q.add_argument("--what-if", action="append", metavar="STAGE.PARAM=VALUE",
                    help="recompute a stage's decisions with a changed config value (repeatable, one stage)")
     p.add_argument("--where", metavar="EXPR",
@@ -111,7 +112,9 @@ def cmd_inspect(args) -> int:
             res = I.where(run, kind, args.where if args.where is not None else "true", args.limit, cols, args.text)
             show = _show_where
         elif args.doc:
-            res = I.document(run, args.doc)
+            from datapipe.inspect.ids import resolve_id
+
+            res = I.document(run, resolve_id(run, args.doc))
             if args.raw:
                 res["raw"], res["raw_error"] = _raw(res)
             show = _show_doc
@@ -144,7 +147,8 @@ def cmd_inspect(args) -> int:
 def _table(title, cols, right=()):
     t = Table(title=title, title_justify="left")
     for c in cols:
-        t.add_column(c, justify="right" if c in right else "left", overflow="fold", no_wrap=c in ("reason", "stage"))
+        t.add_column(c, justify="right" if c in right else "left", overflow="fold",
+                     no_wrap=c in ("reason", "stage", "id", "duplicate_of", "reject_reason", "reject_stage"))
     return t
 
 
@@ -204,11 +208,17 @@ def _fmt(v):
 
 
 def _show_where(out: Console, res: dict) -> None:
+    from datapipe.inspect.ids import SHORT, short_id
+
+    narrow = out.width < 120  # a whole 32-hex id would wrap over two lines beside url and reason
     t = _table(f"{res['kind']} where {res['where']}: {res['count']:,} documents "
                f"(showing {len(res['rows'])})", res["columns"])
     for r in res["rows"]:
-        t.add_row(*[_fmt(r.get(c))[:300] if r.get(c) is not None else "–" for c in res["columns"]])
+        t.add_row(*[(short_id(r[c]) if c in ("id", "duplicate_of") and narrow else _fmt(r[c])[:300])
+                    if r.get(c) is not None else "–" for c in res["columns"]])
     out.print(t)
+    if narrow and any(len(str(r.get("id") or "")) > SHORT + 2 for r in res["rows"]):
+        out.print(f"ids cut to their first {SHORT} characters; --doc takes such a prefix", highlight=False)
 
 
 def _show_doc(out: Console, d: dict) -> None:

@@ -54,12 +54,6 @@ def _bytes(n) -> str:
     return "–" if n is None else f"{n / 1e6:,.2f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
 
 
-def _reason_label(stage: str, reason: str) -> str:
-    """The reason without its stage prefix (the stage row is right above it)."""
-    head, sep, tail = reason.partition(":")
-    return tail if sep and head == stage else reason
-
-
 def funnel_rows(stages: list[dict], extra: tuple[str, ...]) -> tuple[list[str], list[list[str]], list[bool]]:
     """Header, cell strings and "is a reason row" flags of the funnel.
 
@@ -79,7 +73,7 @@ def funnel_rows(stages: list[dict], extra: tuple[str, ...]) -> tuple[list[str], 
         is_reason.append(False)
         for kind, items in (("rejected", rej), ("errored", err)):
             for r in items:
-                cells = ["  " + _reason_label(s["stage"], r["reason"]), "", "",
+                cells = ["  " + r["reason"], "", "",  # as stored: what inspect --reason takes
                          _num(r["count"]) if kind == "rejected" else "", _num(r["count"]) if kind == "errored" else ""]
                 for col in extra:
                     cells.append(f"{r['share']:.1%}" if col == "share" and r.get("share") is not None

@@ -222,7 +222,10 @@ def _kind_of_reason(run: Run, reason: str) -> tuple[str, str]:
         if reason in s.errored:
             return "errors", "error_reason"
     known = sorted({r for s in run.ledger.stages.values() for r in list(s.rejected) + list(s.errored)})
-    raise InspectError(f"no documents with reason {reason!r} in this run; reasons: {', '.join(known) or 'none'}")
+    from datapipe.manifest.suggest import did_you_mean
+
+    raise InspectError(f"no documents with reason {reason!r} in this run{did_you_mean(reason, known)}; "
+                       f"reasons: {', '.join(known) or 'none'}")
 
 
 def sample_reason(run: Run, reason: str, n: int = 5, seed: int = 0, text_lines: int = 5) -> dict:

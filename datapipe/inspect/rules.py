@@ -27,7 +27,9 @@ def stage_class(name: str):
 
     reg = registry()
     if name not in reg:
-        raise InspectError(f"unknown stage {name!r}; known: {', '.join(sorted(reg))}")
+        from datapipe.manifest.suggest import did_you_mean
+
+        raise InspectError(f"unknown stage {name!r}{did_you_mean(name, reg)}; known: {', '.join(sorted(reg))}")
     return reg[name]
 
 
@@ -41,8 +43,9 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
     try:
         old_c, new_c = cls.Config(**(old_cfg or {})), cls.Config(**(new_cfg or {}))
     except Exception as e:  # pydantic ValidationError: one line per field, not a trace or a docs link
-        errs = e.errors() if hasattr(e, "errors") else None
-        why = "; ".join(f"{stage}.{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in errs) if errs else f"{stage}: {e}"
+        from datapipe.manifest.suggest import config_error
+
+        why = config_error(stage, e, cls.Config) if hasattr(e, "errors") else f"{stage}: {e}"
         raise InspectError(f"invalid config for what-if: {why}") from e
     fn = _class_decider(cls)
     if fn is not None:
@@ -181,7 +184,10 @@ def what_if(run: Run, changes: list[str]) -> dict:
     chain = effective_stage_configs(run)  # defaults filled in, also for ledgers that recorded {}
     names = [n for n, _ in chain]
     if stage not in names:
-        raise InspectError(f"stage {stage!r} is not in this run's chain ({', '.join(names) or 'unknown: no stage configs'})")
+        from datapipe.manifest.suggest import did_you_mean
+
+        raise InspectError(f"stage {stage!r} is not in this run's chain{did_you_mean(stage, names)} "
+                           f"({', '.join(names) or 'unknown: no stage configs'})")
     old_cfg = dict(chain)[stage] or {}
     new_cfg = dict(old_cfg)
     for _, param, value in parsed:

@@ -378,9 +378,14 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
     return data, lines, source
 
 
-def validation_message(source: str, lines: dict[tuple, int], error: ValidationError, prefix: tuple = ()) -> str:
-    """One ``file:line: field: message`` line per pydantic error."""
-    return "\n".join(f"{_where(source, lines, prefix + tuple(err['loc']))}: {err['msg']}" for err in error.errors())
+def validation_message(source: str, lines: dict[tuple, int], error: ValidationError, prefix: tuple = (),
+                       model=None, also=(), list_known: bool = True) -> str:
+    """One ``file:line: field: message`` line per pydantic error; an unknown key names the closest
+    known setting of ``model`` (``datapipe.manifest.suggest``)."""
+    from datapipe.manifest.suggest import pydantic_lines
+
+    return "\n".join(f"{_where(source, lines, prefix + loc)}: {msg}"
+                     for loc, msg in pydantic_lines(error, model, also, list_known))
 
 
 def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
@@ -404,7 +409,7 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
     try:
         m = Manifest(**data)
     except ValidationError as e:
-        msg = validation_message(source, lines, e)
+        msg = validation_message(source, lines, e, model=Manifest, also=classes, list_known=False)
         if any(err["type"] == "extra_forbidden" and len(err["loc"]) == 1 for err in e.errors()):
             known = [k for k in Manifest.model_fields if k not in ("source_file", "sections")]
             msg += f"\n  known top-level keys: {', '.join(known)} (phase sections: {', '.join(classes)})"
@@ -418,7 +423,7 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
             try:
                 section = cls(**raw)
             except ValidationError as e:
-                raise ManifestError(validation_message(source, lines, e, (name,))) from None
+                raise ManifestError(validation_message(source, lines, e, (name,), model=cls)) from None
             try:  # checks that hold for the section in a manifest only (mix: weights of known domains)
                 getattr(section, "check_in_manifest", lambda: None)()
             except ValueError as e:
@@ -429,13 +434,15 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
 
 
 def _check_stages(m: Manifest, source: str, lines: dict) -> None:
+    from datapipe.manifest.suggest import did_you_mean
+
     reg = registry()
     first: dict[str, int] = {}
     for i, item in enumerate(m.stages):
         (name, cfg), = item.items()
         if name not in reg:
-            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}; "
-                                f"known stages: {', '.join(sorted(reg))}")
+            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}"
+                                f"{did_you_mean(name, reg)}; known stages: {', '.join(sorted(reg))}")
         if name in first:  # its output columns would be written twice: every file failed at run time
             raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: stage {name!r} is listed twice "
                                 f"(stages[{first[name]}] and stages[{i}]); a stage runs once per run")
@@ -445,7 +452,7 @@ def _check_stages(m: Manifest, source: str, lines: dict) -> None:
         try:
             reg[name].Config(**(cfg or {}))
         except ValidationError as e:
-            raise ManifestError(validation_message(source, lines, e, ("stages", i, name))) from None
+            raise ManifestError(validation_message(source, lines, e, ("stages", i, name), model=reg[name].Config)) from None
 
 
 def _expand_env(obj):
