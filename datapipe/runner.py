@@ -75,6 +75,22 @@ def spec_bytes(specs, storage_options: dict | None) -> dict[str, int]:
             else sizes[s.input] // parts[s.input] for s in specs}
 
 
+#: Formats whose record offsets (``warc_offset``) are byte positions in the file as stored.
+_BYTE_OFFSET_FORMATS = ("warc", "arc", "wet")
+
+
+def offset_starts(specs) -> dict[str, int | None]:
+    """Per phase-1 task, the byte at which its records' offsets start (0, or its part's first
+    byte), or None where offsets are not positions in the stored file (compressed JSONL counts
+    decompressed bytes, Parquet counts rows): what the progress bar may read as bytes done."""
+    out: dict[str, int | None] = {}
+    for s in specs:
+        plain_jsonl = s.input_format == "jsonl" and not s.input.endswith((".gz", ".zst", ".bz2", ".xz"))
+        ok = s.input_format in _BYTE_OFFSET_FORMATS or plain_jsonl
+        out[s.task_id] = (s.part[0] if s.part else 0) if ok else None
+    return out
+
+
 class ClusterError(RuntimeError):
     """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached, or the
     local cluster cannot start (its dashboard address does not resolve or cannot be bound)."""
@@ -256,7 +272,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         on_records=None, on_plan=None, on_phase=None, client=None, force_from: str | None = None,
         only: list[str] | None = None) -> RunResult:
     """Run the whole job. ``progress(done, total, record)`` is called as files finish;
-    ``on_records(task_id, records_read)`` while they run; ``on_plan({task_id: input bytes})``
+    ``on_records(task_id, records_read, offset)`` while they run; ``on_plan({task_id: input bytes},
+    {task_id: byte where its offsets start, or None})``
     as phase 1 starts (after ``on_dashboard(url)``); ``on_phase(phase, step)`` as steps of the
     later phases start. ``client``: an existing ``distributed.Client`` (else one is made from the
     manifest's cluster section). ``force_from``/``only``: see ``datapipe.plan.make_plan``.
@@ -309,12 +326,12 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     if on_dashboard:
         on_dashboard(dashboard)
     if on_plan:
-        on_plan(spec_bytes(specs, so))
+        on_plan(spec_bytes(specs, so), offset_starts(specs))
     from distributed import as_completed
 
     if on_records:  # live record counts from running tasks (see task._report_progress)
         client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
-                               and on_records(ev[1]["task"], ev[1]["records"]))
+                               and on_records(ev[1]["task"], ev[1]["records"], ev[1].get("offset")))
     futures = {client.submit(run_file_task, s, key=f"{PHASE1_KEY}{s.task_id}-{s.fingerprint}",
                              retries=manifest.cluster.retries, pure=False): s for s in specs}
     records = []
