@@ -28,7 +28,7 @@ def test_wheel_builds_without_warnings(tmp_path):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
     dist.mkdir()
-    r = subprocess.run([sys.executable, "-c", _BUILD, str(dist)], cwd=src, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", _BUILD, str(dist)], cwd=src, capture_output=True, text=True, check=False,
                        timeout=300)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     wheel = dist / r.stdout.split()[-1]
