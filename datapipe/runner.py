@@ -114,21 +114,24 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
     Raises ModelError / InputError / ManifestError / TokenizerError.
     """
     from datapipe import check_cache
+    from datapipe.asset_check import asset_error
 
-    for st in manifest.build_stages():
+    for i, st in enumerate(manifest.build_stages()):
         # Assets resolve against the working directory and DATAPIPE_* variables: part of the key.
         env = sorted((k, v) for k, v in os.environ.items() if k.startswith("DATAPIPE_"))
         key = json.dumps([st.name, st.config.model_dump(mode="json"), os.getcwd(), env], sort_keys=True, default=str)
         if key not in _CHECKED:  # a notebook's second run of one chain does not load every model again
             if not check_cache.is_checked(st):  # checked by an earlier process, same asset files
-                st.check()
+                with asset_error(manifest, ("stages", i, st.name) if i < len(manifest.stages) else (st.name,)):
+                    st.check()
                 check_cache.remember(st)
             _CHECKED.add(key)
     for cls in phases():
         if cls.enabled(manifest):
             ph = cls(manifest)
             if not check_cache.is_checked(ph):
-                ph.check()
+                with asset_error(manifest, (ph.name,)):
+                    ph.check()
                 check_cache.remember(ph)
     i = manifest.inputs
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)

@@ -50,6 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datapipe.path_settings import ReadDir
 from datapipe.env import shared_data
 from datapipe.ranges import NonNegInt
 from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
@@ -74,7 +75,7 @@ class C4Config(StageConfig):
     min_sentences: NonNegInt | None = 5
     filter_bad_words: bool = True
     #: Folder with one LDNOOBW list per language code; None = ``<shared data>/wordlists/ldnoobw``.
-    bad_words_dir: str | None = None
+    bad_words_dir: ReadDir | None = None
     bad_words_langs: list[str] = ["en"]
     #: Documents with more bad-word hits than this are rejected (C4: any hit).
     max_bad_words: NonNegInt = 0

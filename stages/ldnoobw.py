@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.path_settings import SharedDir
 from datapipe.ranges import NonNegInt, Probability
 from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
 from datapipe.stages.lib import wordlists as wl
@@ -43,7 +44,7 @@ class LDNOOBW(Stage):
     reads = ("lang",)  # one word list per language
 
     class Config(StageConfig):
-        words_dir: str = "wordlists/ldnoobw"
+        words_dir: SharedDir = "wordlists/ldnoobw"
         #: Reject when the count exceeds this (>= 0; 0 = C4's "any listed word"); None = never.
         max_count: NonNegInt | None = None
         #: Reject when the fraction (in [0, 1]) exceeds this; None = never (no published default).

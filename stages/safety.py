@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.path_settings import ModelFile
 from datapipe.ranges import Probability
 from datapipe.stage import register
 from datapipe.stages.fasttext_score import FastTextScoreStage, classifier_assets, score_decision
@@ -58,7 +59,7 @@ class Toxicity(FastTextSpanStage):
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("toxicity")
 
     class Config(SpanScoreConfig):
-        model_path: str = "toxicity_weak_en.ftz"
+        model_path: ModelFile = "toxicity_weak_en.ftz"
         positive_label: str = "toxic"
         threshold: Probability | None = None
 
@@ -82,6 +83,6 @@ class NSFW(FastTextSpanStage):
     how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train nsfw` and set nsfw.model_path."
 
     class Config(SpanScoreConfig):
-        model_path: str | None = "nsfw_ut1_en.ftz"
+        model_path: ModelFile | None = "nsfw_ut1_en.ftz"
         positive_label: str = "nsfw"
         threshold: Probability | None = 0.99

@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
+from datapipe.path_settings import SharedDir, SharedFile
 from datapipe.ranges import PosInt
 from datapipe.stage import Stage, StageConfig, folder_assets, merge_reasons, register, with_column
 from datapipe.stages.lib import wordlists as wl
@@ -67,8 +68,8 @@ class URLBlocklist(Stage):
     requires = ("url",)  # it decides from the URL alone
 
     class Config(StageConfig):
-        ut1_path: str = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
-        words_dir: str = "wordlists/datatrove_url_filter"
+        ut1_path: SharedFile = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
+        words_dir: SharedDir = "wordlists/datatrove_url_filter"
         #: DataTrove's default: two soft-banned words ban a URL (>= 1).
         soft_word_threshold: PosInt = 2
         use_ut1: bool = True

@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from datapipe.path_settings import ReadDir
 from datapipe.ranges import Seed
 from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT, Criterion
 
@@ -132,7 +133,7 @@ class DedupConfig(_Strict):
     minhash: MinHashConfig = MinHashConfig()
     ngram: NgramConfig = NgramConfig()
     partitions: int | None = Field(None, ge=1)
-    reference_dirs: list[str] = []
+    reference_dirs: list[ReadDir] = []
     keep_work: bool = False
     survivor: list[Criterion] = Field(default_factory=lambda: list(SURVIVOR_DEFAULT))
 

@@ -372,6 +372,13 @@ class DedupPhase(Phase):
         cfg = self.manifest.section("dedup")
         if hasattr(cfg, "check"):
             cfg.check()
+        from fsspec.core import url_to_fs
+
+        for d in getattr(cfg, "reference_dirs", []):  # a missing one would silently match nothing
+            fs, root = url_to_fs(d, **(self.manifest.inputs.storage_options or {}))
+            if not fs.isdir(root):
+                raise FileNotFoundError(f"dedup.reference_dirs: {d} is not a folder (give the documents/ "
+                                        "folder of an earlier run)")
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
         return _documents_present(ctx)
