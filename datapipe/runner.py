@@ -307,6 +307,9 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
 
         tok = manifest.section("tokenize")
         verify_run(manifest.output, so, ledger, records, tokens_dir=tok.output if tok is not None else None)
+        from datapipe.dataset_card import write_card  # README.md: datasets.load_dataset(OUTPUT, config)
+
+        write_card(manifest.output, so, manifest.name, ledger.totals(), tok.output if tok is not None else None)
         result.report = (phase_stats.get("report") or {}).get("path")
     return result
 

@@ -11,7 +11,7 @@ import re
 
 #: Top-level entries of a run directory that the run itself owns.
 RESERVED = frozenset({"documents", "rejected", "errors", "_tasks", "_phases", "_tokenize", "_dedup_work",
-                      "dolma", "ledger.json", "report.html"})
+                      "dolma", "ledger.json", "report.html", "README.md"})
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 

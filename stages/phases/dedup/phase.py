@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from datapipe.io.parquet import remove_temporaries
 from datapipe.ledger import StageCounts
-from datapipe.schema import without_snapshots
+from datapipe.schema import null_snapshots, without_snapshots
 from datapipe.stages.phases.dedup import components, near, ngram, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.steps import EXACT, LINES, LISTING, NEAR, Ctx, drops_of
@@ -43,8 +43,9 @@ SOURCE = "_filtered"  # phase-1 kept rows (datapipe.task.KINDS)
 
 MARKER = "_phases/dedup.json"
 WORK = "_dedup_work"
-#: Bump when the algorithm changes what it decides, so old markers do not skip a new run.
-ALGO_VERSION = 3
+#: Bump when the algorithm changes what it decides or writes, so old markers do not skip a new run
+#: (4: rejected shards keep the phase-1 columns, text snapshots as nulls).
+ALGO_VERSION = 4
 REJECT_STAGE = "dedup"
 
 
@@ -191,8 +192,10 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
                                                  drops.column("duplicate_of").to_pylist())))
     mask = in_doc.to_numpy(zero_copy_only=False)
-    table = without_snapshots(table)  # pre-masking text never reaches the published documents
-    rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
+    # Pre-masking text never leaves phase 1: documents/ drops the snapshot columns; rejected/ keeps
+    # them as nulls, so that every shard of rejected/ has phase 1's schema.
+    rejected = null_snapshots(table).filter(pa.array(mask))
+    kept = without_snapshots(table).filter(pa.array(~mask))
     removed = 0
     if ng is not None:   # paragraphs removed: a modification of kept documents (bytes_out drops)
         before = ngram.text_bytes(kept)
