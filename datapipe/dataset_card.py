@@ -53,17 +53,17 @@ def card_text(name: str, present: list[tuple[str, str]], totals: dict) -> str:
     body = [
         f"# {name}",
         "",
-        "Written by datapipe. Every input record ends in exactly one place: kept, rejected with a reason, "
-        "or errored with a reason.",
-        f"Records read: {totals.get('in', 0):,}; kept {totals.get('kept', 0):,}, rejected "
-        f"{totals.get('rejected', 0):,}, errored {totals.get('errored', 0):,} (`ledger.json` has the funnel).",
+        ("Written by datapipe. Every input record ends in exactly one place: kept, rejected with a reason, "
+         "or errored with a reason."),
+        (f"Records read: {totals.get('in', 0):,}; kept {totals.get('kept', 0):,}, rejected "
+         f"{totals.get('rejected', 0):,}, errored {totals.get('errored', 0):,} (`ledger.json` has the funnel)."),
         "",
         "| configuration | files | what |",
         "| --- | --- | --- |",
         *[f"| `{cfg}` | `{pat}` | {_ABOUT[cfg]} |" for cfg, pat in present],
         "",
-        "Load one with `datasets.load_dataset(\"RUN_DIR\", \"rejected\")` (the default is `documents`), "
-        "or read the Parquet files with any Parquet reader: each folder has one schema.",
+        ("Load one with `datasets.load_dataset(\"RUN_DIR\", \"rejected\")` (the default is `documents`), "
+         "or read the Parquet files with any Parquet reader: each folder has one schema."),
         "",
     ]
     return "\n".join(head + body)
