@@ -3,7 +3,6 @@ directory; ``init`` presets write token shards and name one output folder throug
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
@@ -91,7 +90,7 @@ def test_init_presets_tokenize_and_name_one_output_folder(preset, tmp_path, monk
     assert cli.main(["run", str(tmp_path / "jobs" / "mine" / "manifest.yaml"), "--dry-run"]) == 0
     plan = capsys.readouterr().out
     assert "input file(s)" in plan and " 0 input file(s)" not in plan
-    assert re.search(r"^\s*run\s+tokenize\b", plan, re.M), plan
+    assert re.search(r"^\s*run\s+tokenize\b", plan, re.MULTILINE), plan
 
 def test_an_init_preset_run_writes_token_shards(tmp_path, monkeypatch, capsys, data_dir, lid_model):
     """fineweb, as written, on 60 records of one sample file: token shards and their index."""
