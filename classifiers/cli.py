@@ -128,4 +128,4 @@ def add_cli(subparsers) -> None:
     r.add_argument("--model", required=True, help="model path or name under classifiers/models/")
     r.add_argument("--label", help="positive label (default: from the sidecar; required without one)")
     r.add_argument("files", nargs="*", help="text files, each one document (default: stdin lines)")
-    r.set_defaults(func=_predict)
+    r.set_defaults(func=_readable(_predict))

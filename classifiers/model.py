@@ -87,16 +87,21 @@ def preprocess(text: str, kind: str = "datapipe-v1", max_tokens: int = 1000) -> 
 
 
 def resolve_model_path(path: str | Path) -> Path:
-    """An absolute path, a path relative to the working directory, or a file name under the
-    shipped ``classifiers/models/``. Raises FileNotFoundError naming the places looked at."""
+    """An absolute path; else, in order, a path relative to the working directory (a manifest's
+    relative ``model_path`` was already resolved against its folder), a file under
+    ``$DATAPIPE_MODELS`` (default ``models/``, where ``lid.176.ftz`` is) and one under the shipped
+    ``classifiers/models/``. Raises FileNotFoundError, one line naming the places looked at."""
+    from datapipe.env import models_dir
+
     p = Path(path)
-    for cand in (p, MODELS_DIR / p):
+    cands = [p] if p.is_absolute() else [p, models_dir() / p, MODELS_DIR / p]
+    for cand in cands:
         if cand.is_file():
             return cand
+    looked = ", ".join(str(c.resolve() if c is p else c) for c in cands)
     raise FileNotFoundError(
-        f"fastText model {path!s} not found (looked at {p.resolve()} and {MODELS_DIR / p}). "
-        "Train one with `datapipe classifiers train ...` or point the stage's model_path at a .bin/.ftz file."
-    )
+        f"fastText model {path!s} not found (looked at {looked}); train one with `datapipe classifiers "
+        "train ...` or set model_path to a .bin/.ftz file")
 
 
 @dataclass

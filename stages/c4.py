@@ -52,6 +52,7 @@ import pyarrow.compute as pc
 from datapipe.stages.lib import words as W
 
 from datapipe.env import shared_data
+from datapipe.manifest.path_settings import ReadDir
 from datapipe.manifest.ranges import NonNegInt
 from datapipe.stage import (
     Stage,
@@ -81,7 +82,7 @@ class C4Config(StageConfig):
     min_sentences: NonNegInt | None = 5
     filter_bad_words: bool = True
     #: Folder with one LDNOOBW list per language code; None = ``<shared data>/wordlists/ldnoobw``.
-    bad_words_dir: str | None = None
+    bad_words_dir: ReadDir | None = None
     bad_words_langs: list[str] = ["en"]
     #: Documents with more bad-word hits than this are rejected (C4: any hit).
     max_bad_words: NonNegInt = 0

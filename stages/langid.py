@@ -13,6 +13,7 @@ import re
 
 import pyarrow as pa
 
+from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import resolve_model
 from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
@@ -24,7 +25,7 @@ _MODELS: dict[str, object] = {}
 class LangIdConfig(StageConfig):
     """``min_score`` and ``min_score_by_lang`` values are probabilities in [0, 1]; ``max_chars`` >= 1."""
 
-    model: str = "lid.176.ftz"            # file name in $DATAPIPE_MODELS / models/, or a path
+    model: ModelFile = "lid.176.ftz"            # file name in $DATAPIPE_MODELS / models/, or a path
     languages: list[str] | None = None    # keep only these (None = keep any language)
     min_score: Probability = 0.65         # FineWeb / DCLM threshold
     min_score_by_lang: dict[str, Probability] = {}

@@ -9,6 +9,7 @@ import pyarrow as pa
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.wordlists import shared_path
 
+from datapipe.manifest.path_settings import SharedDir
 from datapipe.manifest.ranges import NonNegInt, Probability
 from datapipe.stage import (
     Stage,
@@ -50,7 +51,7 @@ class LDNOOBW(Stage):
     reads = ("lang",)  # one word list per language
 
     class Config(StageConfig):
-        words_dir: str = "wordlists/ldnoobw"
+        words_dir: SharedDir = "wordlists/ldnoobw"
         #: Reject when the count exceeds this (>= 0; 0 = C4's "any listed word"); None = never.
         max_count: NonNegInt | None = None
         #: Reject when the fraction (in [0, 1]) exceeds this; None = never (no published default).

@@ -12,6 +12,7 @@ from typing import ClassVar
 import pyarrow as pa
 from datapipe.stages.fasttext_score import FastTextScoreStage
 
+from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
 from datapipe.stage import StageConfig, register
 
@@ -30,7 +31,7 @@ class QualityClassifier(FastTextScoreStage):
     fields: ClassVar[list[pa.Field]] = [pa.field("quality_score", pa.float32())]
 
     class Config(StageConfig):
-        model_path: str = "quality_wiki_cc.ftz"
+        model_path: ModelFile = "quality_wiki_cc.ftz"
         positive_label: str = "wiki"
         #: Reject when the score is below this probability, in [0, 1]. 0.5 = the model's argmax (wiki
         #: vs cc); DCLM keeps the top 10% by score instead, which a manifest can express with a higher threshold.

@@ -28,6 +28,7 @@ from datapipe.stages.span_score import (
     SpanScoreStage,
 )
 
+from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
 from datapipe.stage import register
 
@@ -54,7 +55,7 @@ class Toxicity(FastTextSpanStage):
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("toxicity")
 
     class Config(SpanScoreConfig):
-        model_path: str = "toxicity_weak_en.ftz"
+        model_path: ModelFile = "toxicity_weak_en.ftz"
         positive_label: str = "toxic"
         threshold: Probability | None = None
 
@@ -78,6 +79,6 @@ class NSFW(FastTextSpanStage):
     how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train nsfw` and set nsfw.model_path."
 
     class Config(SpanScoreConfig):
-        model_path: str | None = "nsfw_ut1_en.ftz"
+        model_path: ModelFile | None = "nsfw_ut1_en.ftz"
         positive_label: str = "nsfw"
         threshold: Probability | None = 0.99

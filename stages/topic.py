@@ -12,12 +12,13 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
 from datapipe.stage import Stage, StageConfig, register, texts_in_languages, with_column
 
 
 class TopicConfig(StageConfig):
-    model_path: str                    # a file name in classifiers/models or $DATAPIPE_MODELS, or a path
+    model_path: ModelFile                  # a file name in classifiers/models or $DATAPIPE_MODELS, or a path
     min_score: Probability = 0.0       # in [0, 1]; below it, topic and topic_score are null (no confident label)
     languages: list[str] = []          # score only these languages (empty = all)
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.wordlists import shared_path
 
+from datapipe.manifest.path_settings import SharedDir, SharedFile
 from datapipe.manifest.ranges import PosInt
 from datapipe.stage import (
     Stage,
@@ -74,8 +75,8 @@ class URLBlocklist(Stage):
     requires = ("url",)  # it decides from the URL alone
 
     class Config(StageConfig):
-        ut1_path: str = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
-        words_dir: str = "wordlists/datatrove_url_filter"
+        ut1_path: SharedFile = "blocklists/ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
+        words_dir: SharedDir = "wordlists/datatrove_url_filter"
         #: DataTrove's default: two soft-banned words ban a URL (>= 1).
         soft_word_threshold: PosInt = 2
         use_ut1: bool = True

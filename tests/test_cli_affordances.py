@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import jsonschema
@@ -63,7 +64,8 @@ def test_init_writes_a_loadable_commented_preset(preset, schema, tmp_path, capsy
     assert cli.main(["init", str(d), "--preset", preset]) == 2  # no silent overwrite
     assert "exists" in capsys.readouterr().err
     assert cli.main(["init", str(d), "--preset", preset, "--force", "--input", "data/a b,[1].jsonl"]) == 0
-    assert load_manifest(d / "manifest.yaml").inputs.paths == ["data/a b,[1].jsonl"]
+    # typed relative to the working directory, written relative to the manifest, read back as the same file
+    assert load_manifest(d / "manifest.yaml").inputs.paths == [os.path.abspath("data/a b,[1].jsonl")]
 
 
 def test_presets_differ_where_their_recipes_do(tmp_path):

@@ -1,17 +1,18 @@
-"""The CS336 assignment-4 NSFW and toxic-speech checks, run against the shipped models and stages.
+"""NSFW and toxic-speech checks in the shape of CS336 assignment 4's (a label and a float score > 0
+per text), run against the shipped models and the main manifest's stages.
 
-The fixtures are not in ``../shared/data`` (``golden/cs336_a4/EXPECTATIONS.md`` only describes
-them). They are four comments from the Jigsaw toxic-comment training set that the course's
-``tests/test_toxicity.py`` (stanford-cs336/assignment4-data) passes to ``run_classify_nsfw`` and
-``run_classify_toxic_speech``; the check is: the predicted label is the expected one and the score
-is a float > 0. The four strings are quoted below verbatim (Jigsaw data, CC0; via CS336), nothing
-else of that file.
+The course's fixtures are four comments from a public toxic-comment set; they are not in
+``../shared/data`` (``golden/cs336_a4/EXPECTATIONS.md`` only describes them) and are not quoted
+here. The probes below are written for this test, each standing for one case the course checks:
+an all-caps, asterisk-obfuscated sexual insult (nsfw); a plain remark about a sex-related topic
+(not nsfw); insults with profanity (toxic); a complaint with a starred word that is no listed
+word's obfuscation (not toxic).
 
 Our adapters classify as the pipeline does: the main manifest's stage is applied to the text and
 its decision is the label (``nsfw`` / ``non-nsfw``; ``toxic`` / ``non-toxic``), its aggregate score
 the score. Toxic speech is rejected by ``profanity`` in the main manifest (``toxicity`` only
 annotates), so that is the toxic-speech adapter; the shipped ``toxicity_weak_en`` model is also
-checked on the whole comment, the way the course calls its fastText model.
+checked on the whole text, the way the course calls its fastText model.
 """
 from __future__ import annotations
 
@@ -24,14 +25,11 @@ from datapipe.classifiers.model import load_classifier
 
 from datapipe.stage import registry
 
-NSFW_YES = ("SUCK MY C*CK WIKIPEDIA EDITORS...F*CKING *SSH*LE DORKS. "
-            "JUST TRYING TO MAKE THE SITE BETTER YOU UPTIGHT C*NTS")
-NSFW_NO = "Umm, theres no actual article for prostitution ring.  - Crunch Captain."
-TOXIC_YES = ("Why did that idiot revert the reversion I made? "
-             "Can that moron not have the decent common manners to post on the talk page? "
-             "What a rude fuck. Arrogant twat who doesn't know what he's talking about. "
-             "None of you fuckers have any manners.")
-TOXIC_NO = "Why the fc*k should I get a warning for doing nothing?"
+NSFW_YES = "GO SUCK A D*CK, YOU F*CKING ADMINS... BUNCH OF HORNY C*NTS WHO GET OFF ON DELETING MY PAGES"
+NSFW_NO = "The article on the history of brothels in Victorian London needs better sources, not deletion."
+TOXIC_YES = ("Who let this clown undo my edit again? Are you too stupid to read the talk page, you moron? "
+             "What a pathetic piece of shit. Nobody here has a clue, you useless bastards.")
+TOXIC_NO = "How the h*ck did I end up with a block for fixing one typo?"
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +61,9 @@ def test_classify_toxic_speech(stages):
     assert label == "non-toxic" and isinstance(score, float) and score > 0
 
 
-def test_toxicity_model_on_whole_comments():
+def test_toxicity_model_on_whole_texts():
     clf = load_classifier("toxicity_weak_en.ftz")
     label, prob = clf.predict(TOXIC_YES)
     assert label == "toxic" and prob > 0.5
-    label, prob = clf.predict(TOXIC_NO)    # "fc*k" is not an obfuscation of a listed word
+    label, prob = clf.predict(TOXIC_NO)    # "h*ck" is not an obfuscation of a listed word
     assert label == "clean" and prob > 0.5

@@ -40,13 +40,17 @@ def test_every_shard_has_one_schema(sample_run):
     files = sorted(f for d in ("documents", "rejected", "errors", "_filtered") for f in (out / d).glob("*.parquet"))
     assert {f.parent.name for f in files} == {"documents", "rejected", "errors", "_filtered"}
     assert any(f.name.startswith("dedup-") for f in files)  # phase 2 wrote its rejections in the same schema
-    published = [f for f in files if f.parent.name == "documents" or f.name.startswith("dedup-")]
-    phase1 = [f for f in files if f not in published]
+    published = [f for f in files if f.parent.name == "documents"]
+    phase1 = [f for f in files if f not in published]  # rejected/ (dedup's too), errors/, _filtered/
     schemas = {pq.read_schema(f) for f in phase1}
-    assert len(schemas) == 1
+    assert len(schemas) == 1  # one schema per folder: dedup's rejections carry the snapshot columns
     full = next(iter(schemas))
     snaps = [n for n in full.names if n.startswith("text_before_")]
     assert snaps == ["text_before_c4", "text_before_pii"]  # the stages that edit the text
+    for f in files:  # dedup's rejections: the snapshot columns all null (pre-masking text stays in phase 1)
+        if f.name.startswith("dedup-"):
+            t = pq.read_table(f, columns=snaps)
+            assert all(t.column(n).null_count == t.num_rows for n in snaps)
     # published rows: the same schema without the snapshots (they may hold text before PII masking)
     assert {pq.read_schema(f) for f in published} == {pa.schema([fl for fl in full if fl.name not in snaps])}
     names = set(full.names)

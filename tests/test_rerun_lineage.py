@@ -277,8 +277,9 @@ def test_same_input_spelled_three_ways(client, inputs, fresh, tmp_path, monkeypa
     out = start_from(fresh, tmp_path)
     link = tmp_path / "link.warc.gz"
     os.symlink(inputs[0], link)
-    monkeypatch.chdir(inputs[0].parent)
-    spellings = [inputs[0].name, str(inputs[0]), str(link), f"./{inputs[0].name}"] + [str(p) for p in inputs[1:]]
+    monkeypatch.chdir(inputs[0].parent)  # relative spellings are the manifest folder's, not the cwd's
+    rel = os.path.relpath(inputs[0], Path(out).parent)
+    spellings = [rel, str(inputs[0]), str(link), f"./{rel}"] + [str(p) for p in inputs[1:]]
     m = manifest(spellings, out)
     text = dry_run(capsys, m, out)
     assert "inputs naming a file already listed (read once):" in text and text.count("skip  ") == 3 + 2  # 3 tasks, dedup, tokenize

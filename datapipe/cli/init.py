@@ -7,6 +7,7 @@ differ from the original. ``tests/test_cli_affordances.py`` loads every preset w
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -16,9 +17,11 @@ from datapipe.cli.termfmt import cannot_write
 _HEAD = """\
 # yaml-language-server: $schema=datapipe.formats.documents.json   (beside this file; `datapipe schema` rewrites it)
 # A {title} job, written by `datapipe init --preset {preset}`.
-#   try it:     datapipe run {path} --limit 100 --output runs/{preset}-try
-#   all of it:  datapipe run {path}
-#   look:       datapipe inspect {out}     (and {out}/report.html)
+#   try it:     datapipe run {path} --limit 100    (a sample: at most 100 records per file, into {out})
+#   all of it:  datapipe run {path}                (the same folder: a run without --limit reads every file again)
+#   look:       datapipe inspect {out}     (and {out}/report.html; token shards in {out}/tokens)
+# Paths this file reads (inputs, model_path, word lists, tokenizer files) are relative to this
+# file's folder; `output` is relative to where you run datapipe.
 # Every stage and its settings: `datapipe stages`; the defaults of a stage left `{{}}` are its
 # published ones (see each stage's docstring: `datapipe stages NAME`).
 name: {preset}
@@ -26,6 +29,16 @@ inputs:
   paths: [{inputs}]   # files, globs, directories, URLs; or crawl: CC-MAIN-2026-08
 output: {output}
 cluster: {{workers: null, threads_per_worker: 1}}   # null workers = one per core
+"""
+
+#: Phase 3 of every preset: token shards the loader, the exports and ``ablate`` read.
+_TOKENS = """
+# Phase 3: every kept document tokenized with GPT-2's BPE into {out}/tokens (shards + index.json),
+# read by `datapipe.loader`, `datapipe export-tokens` and `datapipe ablate`. Add mix: rules to give
+# domains token shares (see manifests/cc-2026.yaml).
+tokenize:
+  tokenizer: r50k_base            # GPT-2 BPE (ids fit in uint16); or a tokenizer.json path
+  eos: "<|endoftext|>"
 """
 
 PRESETS: dict[str, dict] = {
@@ -98,13 +111,31 @@ dedup:
 SAMPLE = "${DATAPIPE_SAMPLE_DIR:-../shared/data/warc}"
 
 
+def sample_for(folder: Path) -> str:
+    """:data:`SAMPLE` with its default written relative to ``folder`` (where the manifest goes):
+    a manifest's relative paths resolve against its own folder."""
+    from datapipe.env import shared_data
+
+    rel = os.path.relpath(os.path.abspath(shared_data() / "warc"), os.path.abspath(folder))
+    return "${DATAPIPE_SAMPLE_DIR:-" + rel + "}"
+
+
+def input_for(value: str, folder: Path) -> str:
+    """An ``--input`` as typed (relative to the working directory) as the manifest in ``folder`` must
+    say it: URLs, absolute paths and ``${VAR}`` forms unchanged, a relative path made relative to ``folder``."""
+    if "://" in value or "${" in value or os.path.isabs(value):
+        return value
+    return os.path.relpath(os.path.abspath(value), os.path.abspath(folder))
+
+
 def render(preset: str, path: str = "manifest.yaml", inputs: str = SAMPLE, output: str | None = None) -> str:
-    """The manifest text of ``preset`` (KeyError for an unknown one); ``inputs`` one path or glob."""
+    """The manifest text of ``preset`` (KeyError for an unknown one); ``inputs`` one path or glob,
+    as the manifest's folder sees it; ``output`` relative to the working directory."""
     p = PRESETS[preset]
     out = output or f"runs/{preset}"
     # JSON strings are YAML flow scalars: `${...}`, commas and brackets need the quotes.
-    return _HEAD.format(title=p["title"], preset=preset, path=path, inputs=json.dumps(inputs),
-                        output=json.dumps(out), out=out) + p["body"]
+    return (_HEAD.format(title=p["title"], preset=preset, path=path, inputs=json.dumps(inputs),
+                         output=json.dumps(out), out=out) + p["body"] + _TOKENS.format(out=out))
 
 
 def add_cli(sub) -> None:
@@ -114,8 +145,9 @@ def add_cli(sub) -> None:
                                    "for a first look.")
     p.add_argument("dir", metavar="DIR", help="folder to write manifest.yaml into (created if missing)")
     p.add_argument("--preset", choices=sorted(PRESETS), default="fineweb", help="recipe (default fineweb)")
-    p.add_argument("--input", metavar="PATH", default=SAMPLE,
-                   help="inputs.paths entry (default: the embedded sample, ${DATAPIPE_SAMPLE_DIR:-../shared/data/warc})")
+    p.add_argument("--input", metavar="PATH", default=None,
+                   help="inputs.paths entry, relative to here (written relative to DIR); default: the embedded "
+                        "sample, ${DATAPIPE_SAMPLE_DIR:-../shared/data/warc}")
     p.add_argument("--output", metavar="DIR", help="run directory (default runs/PRESET)")
     p.add_argument("--force", action="store_true", help="overwrite an existing DIR/manifest.yaml")
     p.set_defaults(func=cmd_init)
@@ -127,7 +159,8 @@ def cmd_init(args) -> int:
     if target.exists() and not args.force:
         err.print(f"[bold red]error:[/] {target} exists (--force overwrites it)", highlight=False)
         return 2
-    text = render(args.preset, str(target), args.input, args.output)
+    inputs = sample_for(target.parent) if args.input is None else input_for(args.input, target.parent)
+    text = render(args.preset, str(target), inputs, args.output)
     from datapipe.cli.catalog import manifest_schema
     from datapipe.manifest.load import load_manifest
 
@@ -140,6 +173,6 @@ def cmd_init(args) -> int:
         return cannot_write(err, "the manifest", e)
 
     m = load_manifest(target)  # a preset that does not load is a bug here, not the user's
-    out.print(f"wrote {target} ({args.preset}: {len(m.stages)} stages); first look: "
-              f"datapipe run {target} --limit 100 --output runs/{args.preset}-try", highlight=False, soft_wrap=True)
+    out.print(f"wrote {target} ({args.preset}: {len(m.stages)} stages, token shards in {m.output}/tokens); "
+              f"first look: datapipe run {target} --limit 100", highlight=False, soft_wrap=True)
     return 0

@@ -4,6 +4,21 @@ from __future__ import annotations
 import json
 import sys
 
+
+class _ArgumentError(Exception):
+    """What the user gave cannot be used: printed as ``error: ...``, exit 2."""
+
+
+def _one_line_errors(fn):
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except _ArgumentError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    return run
+
+
 _TOK_HELP = ("r50k_base (GPT-2), cl100k_base, gpt2_bpe (shared gpt2_vocab.json + gpt2_merges.txt), "
              "a *.tiktoken file or a tokenizer.json path")
 
@@ -16,7 +31,8 @@ def _iter_texts(run_dir: str, max_docs: int | None, storage_options: dict):
     fs, root = fsspec.core.url_to_fs(run_dir, **storage_options)
     files = sorted(fs.glob(f"{root.rstrip('/')}/documents/*.parquet"))
     if not files:
-        raise SystemExit(f"no documents shards under {run_dir}/documents (run phases 1-2 first)")
+        raise _ArgumentError(f"no document shards under {run_dir}/documents (give the --output folder of a "
+                             "`datapipe run` that finished phase 2)")
     n = 0
     for f in files:
         with fs.open(f, "rb") as fh:
@@ -50,12 +66,12 @@ def _load(args):
     given = getattr(args, "tokenizer_arg", None)
     if given is not None:
         if name is not None and name != given:
-            raise SystemExit(f"error: two tokenizers given: {given} and --tokenizer {name}")
+            raise _ArgumentError(f"two tokenizers given: {given} and --tokenizer {name}")
         name = given
     try:
         return load_tokenizer(TokenizeConfig(tokenizer=name or "r50k_base", eos=args.eos, bos=args.bos))
     except TokenizerError as e:
-        raise SystemExit(f"error: {e}")
+        raise _ArgumentError(str(e)) from e
 
 
 def _cmd_info(args) -> int:
@@ -87,7 +103,7 @@ def add_cli(subparsers) -> None:
     t.add_argument("--special-tokens", nargs="*", metavar="TOKEN",
                    help="special tokens, first ids in this order (default: <|endoftext|>)")
     t.add_argument("--max-docs", type=int, default=None, help="train on at most this many documents")
-    t.set_defaults(func=_cmd_train)
+    t.set_defaults(func=_one_line_errors(_cmd_train))
 
     for name, helptext, fn in (("info", "print vocabulary size, dtype, EOS/BOS ids and file hash", _cmd_info),
                                ("encode", "print the ids of TEXT (or stdin) as JSON", _cmd_encode)):
@@ -100,5 +116,5 @@ def add_cli(subparsers) -> None:
         if name == "encode":
             s.add_argument("text", nargs="?", help="text to encode (default: read stdin)")
             s.add_argument("--with-special", action="store_true", help="add BOS/EOS as phase 3 does")
-        s.set_defaults(func=fn)
+        s.set_defaults(func=_one_line_errors(fn))
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])

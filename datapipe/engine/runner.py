@@ -21,14 +21,30 @@ from dataclasses import dataclass
 
 from datapipe.engine.ledger import Ledger, StageCounts
 from datapipe.engine.lock import OutputLock
-from datapipe.engine.plan import PHASE1, RunPlan, check_phase_names, make_plan, phase_context, tasks_fingerprint
+from datapipe.engine.plan import (
+    PHASE1,
+    RunPlan,
+    check_phase_names,
+    make_plan,
+    phase_context,
+    tasks_fingerprint,
+)
 from datapipe.engine.task import PROGRESS_TOPIC, run_file_task
 from datapipe.engine.task_failure import record_failed_task
+from datapipe.engine.verify import verify_run
+from datapipe.formats.dataset_card import write_card
 from datapipe.io.parquet import join, remove_file, write_json_atomic
 from datapipe.io.paths import InputSet, resolve_inputs
-from datapipe.engine.verify import verify_run
 from datapipe.manifest.load import Manifest, ManifestError
-from datapipe.phase import INTERMEDIATE, documents_chain, initial_lineage, phase_fingerprint, phases, read_marker, write_marker
+from datapipe.phase import (
+    INTERMEDIATE,
+    documents_chain,
+    initial_lineage,
+    phase_fingerprint,
+    phases,
+    read_marker,
+    write_marker,
+)
 
 log = logging.getLogger("datapipe")
 
@@ -76,6 +92,22 @@ def spec_bytes(specs, storage_options: dict | None) -> dict[str, int]:
             else sizes[s.input] // parts[s.input] for s in specs}
 
 
+#: Formats whose record offsets (``warc_offset``) are byte positions in the file as stored.
+_BYTE_OFFSET_FORMATS = ("warc", "arc", "wet")
+
+
+def offset_starts(specs) -> dict[str, int | None]:
+    """Per phase-1 task, the byte at which its records' offsets start (0, or its part's first
+    byte), or None where offsets are not positions in the stored file (compressed JSONL counts
+    decompressed bytes, Parquet counts rows): what the progress bar may read as bytes done."""
+    out: dict[str, int | None] = {}
+    for s in specs:
+        plain_jsonl = s.input_format == "jsonl" and not s.input.endswith((".gz", ".zst", ".bz2", ".xz"))
+        ok = s.input_format in _BYTE_OFFSET_FORMATS or plain_jsonl
+        out[s.task_id] = (s.part[0] if s.part else 0) if ok else None
+    return out
+
+
 class ClusterError(RuntimeError):
     """The Dask scheduler named by ``cluster.address`` / ``--scheduler`` cannot be reached, or the
     local cluster cannot start (its dashboard address does not resolve or cannot be bound)."""
@@ -99,21 +131,24 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
     Raises ModelError / InputError / ManifestError / TokenizerError.
     """
     from datapipe.engine import check_cache
+    from datapipe.engine.asset_check import asset_error
 
-    for st in manifest.build_stages():
+    for i, st in enumerate(manifest.build_stages()):
         # Assets resolve against the working directory and DATAPIPE_* variables: part of the key.
         env = sorted((k, v) for k, v in os.environ.items() if k.startswith("DATAPIPE_"))
         key = json.dumps([st.name, st.config.model_dump(mode="json"), os.getcwd(), env], sort_keys=True, default=str)
         if key not in _CHECKED:  # a notebook's second run of one chain does not load every model again
             if not check_cache.is_checked(st):  # checked by an earlier process, same asset files
-                st.check()
+                with asset_error(manifest, ("stages", i, st.name) if i < len(manifest.stages) else (st.name,)):
+                    st.check()
                 check_cache.remember(st)
             _CHECKED.add(key)
     for cls in phases():
         if cls.enabled(manifest):
             ph = cls(manifest)
             if not check_cache.is_checked(ph):
-                ph.check()
+                with asset_error(manifest, (ph.name,)):
+                    ph.check()
                 check_cache.remember(ph)
     i = manifest.inputs
     inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
@@ -320,7 +355,8 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         on_records=None, on_plan=None, on_phase=None, client=None, force_from: str | None = None,
         only: list[str] | None = None) -> RunResult:
     """Run the whole job. ``progress(done, total, record)`` is called as files finish;
-    ``on_records(task_id, records_read)`` while they run; ``on_plan({task_id: input bytes})``
+    ``on_records(task_id, records_read, offset)`` while they run; ``on_plan({task_id: input bytes},
+    {task_id: byte where its offsets start, or None})``
     as phase 1 starts (after ``on_dashboard(url)``); ``on_phase(phase, step)`` as steps of the
     later phases start. ``client``: an existing ``distributed.Client`` (else one is made from the
     manifest's cluster section). ``force_from``/``only``: see ``datapipe.engine.plan.make_plan``.
@@ -357,6 +393,9 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
         # the path a phase writing a report dataset gives in its stats (None when it did not run)
         result.report = next((phase_stats[p.name].get("path") for p in enabled if p.name in phase_stats
                               and any(d.role == "report" for d in p.writes)), None)
+        # README.md: datasets.load_dataset(OUTPUT, config) finds documents, rejected, tokens
+        tokens = next((d.folder for p in enabled for d in type(p).datasets(p.config()) if d.role == "tokens"), None)
+        write_card(manifest.output, so, manifest.name, ledger.totals(), tokens)
     return result
 
 
@@ -380,12 +419,12 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
     if on_dashboard:
         on_dashboard(dashboard)
     if on_plan:
-        on_plan(spec_bytes(specs, so))
+        on_plan(spec_bytes(specs, so), offset_starts(specs))
     from distributed import as_completed
 
     if on_records:  # live record counts from running tasks (see task._report_progress)
         client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
-                               and on_records(ev[1]["task"], ev[1]["records"]))
+                               and on_records(ev[1]["task"], ev[1]["records"], ev[1].get("offset")))
     futures = {client.submit(run_file_task, s, key=f"{PHASE1_KEY}{s.task_id}-{s.fingerprint}",
                              retries=manifest.cluster.retries, pure=False): s for s in specs}
     records = []

@@ -11,13 +11,15 @@ import re
 
 #: Top-level entries of a run directory that the engine itself owns (phases declare theirs).
 ENGINE_OWNED = frozenset({"documents", "rejected", "errors", "_tasks", "_filtered", "_phases", "_documents",
-                          "ledger.json"})
+                          "ledger.json", "README.md"})
 
 
 def reserved() -> frozenset[str]:
     """Top-level entries the run owns: the engine's and every registered phase's work folders and
     fixed-place datasets (a token folder is a setting, so not among them)."""
-    from datapipe.phase import phases  # the registry imports the phases, whose configs import this module
+    from datapipe.phase import (
+        phases,  # the registry imports the phases, whose configs import this module
+    )
 
     out = set(ENGINE_OWNED)
     for cls in phases():

@@ -3,7 +3,8 @@
 Every shard of a run (``documents/``, ``rejected/``, ``errors/``) has exactly the same schema:
 the base document fields below, then the signal fields of each stage in manifest order (and the
 ``text_before_<stage>`` snapshot of each stage that edits the text), then the decision fields.
-Columns a stage never reached are null, never missing. ``documents/`` drops the snapshots.
+Columns a stage never reached are null, never missing. ``documents/`` drops the snapshots;
+dedup's rejections in ``rejected/`` keep them, null, so each folder has one schema.
 """
 from __future__ import annotations
 
@@ -90,6 +91,16 @@ def without_snapshots(table: pa.Table) -> pa.Table:
     published documents (and dedup's rejections) never carry them."""
     drop = [c for c in table.column_names if c.startswith(SNAPSHOT_PREFIX)]
     return table.drop_columns(drop) if drop else table
+
+
+def null_snapshots(table: pa.Table) -> pa.Table:
+    """``table`` with every text snapshot column kept but all null: the same schema as phase 1's
+    shards without the text they may hold (dedup's rejections)."""
+    for i, name in enumerate(table.column_names):
+        if name.startswith(SNAPSHOT_PREFIX):
+            f = table.schema.field(i)
+            table = table.set_column(i, f, pa.nulls(table.num_rows, type=f.type))
+    return table
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

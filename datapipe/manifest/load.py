@@ -17,10 +17,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from datapipe.manifest import yaml_guard
 from datapipe.io.members import MAX_RECORD_BYTES
+from datapipe.manifest import yaml_guard
 from datapipe.stage import Stage, registry
 
 
@@ -341,11 +348,13 @@ def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
     return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
 
 
-def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, Any] | None = None
-                      ) -> tuple[dict, dict[tuple, int], str]:
+def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, Any] | None = None,
+                      rebase=None) -> tuple[dict, dict[tuple, int], str]:
     """Read a YAML job file: ``(data with ${VAR} expanded and overrides applied, key-path -> line, source)``.
 
-    ``what`` names the document in errors ("manifest", "ablation manifest"). Raises ManifestError.
+    ``what`` names the document in errors ("manifest", "ablation manifest"). ``rebase(data, folder)``,
+    if given, resolves the file's relative paths against its folder (before the overrides, which
+    are the command line's and stay relative to the working directory). Raises ManifestError.
     """
     source = str(path)
     try:
@@ -368,6 +377,8 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: a {what} is a YAML mapping")
     data = _expand_env(data)
+    if rebase is not None:
+        data = rebase(data, Path(os.path.abspath(path)).parent)
     for key, value in (overrides or {}).items():
         _set(data, key, value)
         where = tuple(key.split("."))  # an error in it (or under it) is not on the file's lines
@@ -389,8 +400,14 @@ def validation_message(source: str, lines: dict[tuple, int], error: ValidationEr
 
 
 def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> Manifest:
-    """Read, validate and return a manifest. Raises ManifestError (file, line, field named)."""
-    data, lines, source = read_yaml_mapping(path, "manifest", overrides)
+    """Read, validate and return a manifest. Raises ManifestError (file, line, field named).
+
+    Relative paths the manifest reads (``inputs.paths``, model, word-list, tokenizer and reference
+    settings) resolve against the manifest's folder, not the working directory
+    (``datapipe.manifest.path_settings``); ``output`` and ``overrides`` stay relative to the working directory."""
+    from datapipe.manifest.path_settings import rebase
+
+    data, lines, source = read_yaml_mapping(path, "manifest", overrides, rebase=rebase)
     return validate_manifest(data, source, lines)
 
 

@@ -9,6 +9,7 @@ from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT
 from datapipe.stages.phases.dedup.survivor import Criterion
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from datapipe.manifest.path_settings import ReadDir
 from datapipe.manifest.ranges import Seed
 
 
@@ -133,7 +134,7 @@ class DedupConfig(_Strict):
     minhash: MinHashConfig = MinHashConfig()
     ngram: NgramConfig = NgramConfig()
     partitions: int | None = Field(None, ge=1)
-    reference_dirs: list[str] = []
+    reference_dirs: list[ReadDir] = []
     keep_work: bool = False
     survivor: list[Criterion] = Field(default_factory=lambda: list(SURVIVOR_DEFAULT))
 

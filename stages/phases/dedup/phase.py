@@ -42,7 +42,7 @@ from datapipe.stages.phases.dedup.steps import (
 from datapipe.engine.ledger import StageCounts
 from datapipe.engine.lineage import fingerprint as lineage_fingerprint
 from datapipe.engine.shuffle_store import Store
-from datapipe.formats.documents import without_snapshots
+from datapipe.formats.documents import null_snapshots, without_snapshots
 from datapipe.io.parquet import remove_temporaries
 
 SOURCE = "_filtered"  # phase-1 kept rows (datapipe.engine.task.KINDS): the default source
@@ -53,8 +53,9 @@ STATS_FILE = "_dedup.json"
 WORK = "_dedup_work"
 REJECTED = "rejected"
 REJECTED_PREFIX = "dedup-"
-#: Bump when the algorithm changes what it decides, so old markers do not skip a new run.
-ALGO_VERSION = 3
+#: Bump when the algorithm changes what it decides or writes, so old markers do not skip a new run
+#: (4: rejected shards keep the phase-1 columns, text snapshots as nulls).
+ALGO_VERSION = 4
 REJECT_STAGE = "dedup"
 
 
@@ -200,8 +201,10 @@ def _apply(ctx: Ctx, i: int, names: list[str]) -> dict:
     reasons = dict(zip(drop_ids.to_pylist(), zip(drops.column("reason").to_pylist(),
                                                  drops.column("duplicate_of").to_pylist())))
     mask = in_doc.to_numpy(zero_copy_only=False)
-    table = without_snapshots(table)  # pre-masking text never reaches the published documents
-    rejected, kept = table.filter(pa.array(mask)), table.filter(pa.array(~mask))
+    # Pre-masking text never leaves phase 1: documents/ drops the snapshot columns; rejected/ keeps
+    # them as nulls, so that every shard of rejected/ has phase 1's schema.
+    rejected = null_snapshots(table).filter(pa.array(mask))
+    kept = without_snapshots(table).filter(pa.array(~mask))
     removed = 0
     if ng is not None:   # paragraphs removed: a modification of kept documents (bytes_out drops)
         before = ngram.text_bytes(kept)
@@ -388,6 +391,13 @@ class DedupPhase(Phase):
         cfg = self.manifest.section("dedup")
         if hasattr(cfg, "check"):
             cfg.check()
+        from fsspec.core import url_to_fs
+
+        for d in getattr(cfg, "reference_dirs", []):  # a missing one would silently match nothing
+            fs, root = url_to_fs(d, **(self.manifest.inputs.storage_options or {}))
+            if not fs.isdir(root):
+                raise FileNotFoundError(f"dedup.reference_dirs: {d} is not a folder (give the documents/ "
+                                        "folder of an earlier run)")
 
     @classmethod
     def applied_config(cls, config: dict, stats: dict) -> dict:

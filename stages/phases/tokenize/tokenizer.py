@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from datapipe.env import shared_data
+from datapipe.manifest.path_settings import ReadFile, TokenizerName
 
 
 class TokenizerError(ValueError):
@@ -61,10 +62,10 @@ class TokenizeConfig(BaseModel):
 
     #: ``r50k_base`` (GPT-2, ids < 50,257 -> uint16), ``cl100k_base``, ``gpt2_bpe`` (vocab.json +
     #: merges.txt), a path to a ``*.tiktoken`` ranks file, or a path to a HF ``tokenizer.json``.
-    tokenizer: str = "r50k_base"
+    tokenizer: TokenizerName = "r50k_base"
     #: For ``gpt2_bpe``: vocab/merges paths (default: the GPT-2 files in shared data).
-    vocab: str | None = None
-    merges: str | None = None
+    vocab: ReadFile | None = None
+    merges: ReadFile | None = None
     #: End-of-document token appended after every document; must exist in the tokenizer.
     eos: str = "<|endoftext|>"
     #: Beginning-of-document token prepended to every document (None = none, unless the
