@@ -15,6 +15,7 @@ CLI_MODULES = [
     "datapipe.export_cli",
     "datapipe.config_cli",
     "datapipe.init_cli",
+    "datapipe.decontam_cli",
 ]
 
 

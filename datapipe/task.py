@@ -29,7 +29,7 @@ from datapipe.schema import PAYLOAD_FIELD, conform, document_schema, snapshot_co
 from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 # Planning and lineage live in task_plan; re-exported, callers import them from here.
 from datapipe.task_plan import SCHEMA_VERSION, TaskSpec, chain_fingerprint, plan_specs  # noqa: F401
-from datapipe.task_plan import prefix_fingerprints, stage_identity, task_id_for  # noqa: F401
+from datapipe.task_plan import prefix_fingerprints, stage_identity, stage_lineage, task_id_for  # noqa: F401
 
 log = logging.getLogger("datapipe")
 
@@ -293,7 +293,8 @@ def run_file_task(spec: TaskSpec) -> dict:
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
             "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages,
-            "stage_versions": [type(st).version for st in chain], "files": files, "ledger": ledger.to_dict(), **extra}
+            "stage_versions": [type(st).version for st in chain],
+            "stage_lineage": [stage_lineage(s) for s in spec.stages], "files": files, "ledger": ledger.to_dict(), **extra}
 
 
 def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
