@@ -111,6 +111,6 @@ def cmd_index(args) -> int:
         return _err(f"cannot write {out}: {e.strerror}")
     per = ", ".join(f"{b} {k:,}" for b, k in arrays["items_per_benchmark"].items())
     print(f"decontam index {out}: {len(items):,} items ({per}); {len(arrays['keys']):,} entries, n = {args.n}, "
-          f"{len(arrays['short'])} whole-item lengths, {arrays['skipped_short']:,} texts under {args.min_words} words "
+          f"{len(arrays['short_keys']):,} short items matched whole, {arrays['skipped_short']:,} texts under {args.min_words} words "
           f"left out; {out.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - t0:.1f} s")
     return 0

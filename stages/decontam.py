@@ -39,7 +39,7 @@ from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_col
 
 #: File name of the default index in the models folder.
 DEFAULT_INDEX = "decontam_index.npz"
-BUILD = "datapipe decontam index --out models/decontam_index.npz (or `make models`)"
+BUILD = "`datapipe decontam index --out models/decontam_index.npz` (or `make models`)"
 SPAN = pa.struct([pa.field("start", pa.int64()), pa.field("end", pa.int64())])
 
 
@@ -128,7 +128,7 @@ class Decontam(Stage):
     def assets(self) -> list:
         p = index_path(self.config)
         if not p.is_file():
-            raise ModelError(f"decontam: index {p} not found; build it with `{BUILD}`")
+            raise ModelError(f"decontam: index {p} not found; build it with {BUILD}")
         return [p]
 
     def setup(self) -> None:
@@ -136,11 +136,11 @@ class Decontam(Stage):
 
         p = index_path(self.config)
         if not p.is_file():
-            raise ModelError(f"decontam: index {p} not found; build it with `{BUILD}`")
+            raise ModelError(f"decontam: index {p} not found; build it with {BUILD}")
         try:
             self.index = DecontamIndex(p)
         except (OSError, ValueError, KeyError) as e:
-            raise ModelError(f"decontam: index {p} is unreadable ({e}); rebuild it with `{BUILD}`") from None
+            raise ModelError(f"decontam: index {p} is unreadable ({e}); rebuild it with {BUILD}") from None
         unknown = sorted(set(self.config.benchmarks) - set(self.index.benchmarks))
         if unknown:
             raise ModelError(f"decontam.benchmarks: {unknown} not in index {p} (it has {', '.join(self.index.benchmarks)})")

@@ -131,3 +131,21 @@ def gram_hashes(wh, doc_off, m, mult, out, pos):
             pos[j] = i
             j += 1
     return j
+
+
+@nb.njit(cache=True, nogil=True)
+def lookup(keys, bucket_off, shift, h, lo, hi):
+    """Entries of each query hash ``h[j]`` in the sorted ``keys``: ``keys[lo[j]:hi[j]]`` (empty
+    when absent). ``bucket_off`` (2**B + 1,) int64: where the keys with top B bits ``b`` start
+    (``shift = 64 - B``), so a lookup reads one bucket of a few keys, not a binary search's ~22."""
+    for j in range(len(h)):
+        x = h[j]
+        b = x >> U64(shift)
+        a, e = bucket_off[b], bucket_off[b + 1]
+        while a < e and keys[a] < x:
+            a += 1
+        s = a
+        while a < e and keys[a] == x:
+            a += 1
+        lo[j] = s
+        hi[j] = a

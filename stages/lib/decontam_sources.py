@@ -52,7 +52,7 @@ def _choices(head: str, options: list[str], tail: str = "") -> list[str]:
     """Question with all choices, and the question with each choice alone."""
     opts = [str(o) for o in options if str(o).strip()]
     out = ["\n".join([head, *opts, tail]).strip()]
-    out += ["\n".join([head, o, tail]).strip() for o in opts]
+    out += [f"{head}\n{o}\n{tail}".strip() for o in opts]
     return out
 
 

@@ -17,8 +17,8 @@ Normalisation (the same for benchmark items and documents, so both sides meet):
   ``:``, ``B.``).
 
 Offsets are code-point offsets into the text as given (Python ``str`` indices), also where
-entities or NFKC changed lengths: a word made from an entity or a changed token spans the
-original characters it came from.
+entities or NFKC changed lengths: a character made from an entity (or by NFKC from a character
+and its marks) spans the original characters it came from.
 """
 from __future__ import annotations
 
@@ -39,52 +39,92 @@ LABELS = ("question", "questions", "answer", "answers", "passage", "context", "o
 #: Choice markers: single letters (see the module docstring for where they count as markers).
 MARKERS = ("a", "b", "c", "d", "e")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?")
-_TOKEN = re.compile(r"\S+")
+_KEEP_PUNCT = set(":().")  # the separators label rules look at
 
 
-def _rewrite(text: str, pattern: re.Pattern, fn) -> tuple[str, np.ndarray, np.ndarray] | None:
-    """``text`` with each match of ``pattern`` replaced by ``fn(match text)``, and per character
+@lru_cache(maxsize=1)
+def _nfkc_tables() -> tuple[np.ndarray, np.ndarray]:
+    """bool (0x110000,) each: ``changes`` = NFKC rewrites the character in a way the word stream
+    sees (not a separator that only becomes separators, e.g. NBSP, or ``…`` -> ``...``, which
+    does: label rules look at ``.``, ``:``, ``(``, ``)``); ``mark`` = a combining mark (category
+    M), which NFKC may compose with the character before it."""
+    def word(c: str) -> bool:
+        return unicodedata.category(c)[0] in "LNM"
+
+    changes, mark = np.zeros(0x110000, bool), np.zeros(0x110000, bool)
+    for cp in range(0x80, 0x30000):
+        c = chr(cp)
+        mark[cp] = unicodedata.category(c)[0] == "M"
+        n = unicodedata.normalize("NFKC", c)
+        changes[cp] = n != c and (word(c) or any(word(x) or x in _KEEP_PUNCT for x in n))
+    return changes, mark
+
+
+def _nfkc_edits(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, NFKC text)`` of each character NFKC changes, with the combining marks after
+    it (one cluster: a base and its marks compose), found by table lookups over the code points."""
+    changes, mark = _nfkc_tables()
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    mk = mark[cps]
+    before_mark = np.zeros(len(cps), bool)
+    before_mark[:-1] = mk[1:]
+    starts = np.flatnonzero((changes[cps] | before_mark) & ~mk)
+    if len(mk) and mk[0]:
+        starts = np.concatenate([[0], starts])
+    if not len(starts):
+        return []
+    base = np.flatnonzero(~mk)  # a cluster ends at the next character that is no mark
+    k = np.searchsorted(base, starts, side="right")
+    ends = np.where(k < len(base), base[np.minimum(k, len(base) - 1)], len(cps))
+    out = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        piece = text[a:b]
+        new = unicodedata.normalize("NFKC", piece)
+        if new != piece:
+            out.append((a, b, new))
+    return out
+
+
+def _rewrite(text: str, reps: list[tuple[int, int, str]]) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """``text`` with the sorted, disjoint ``(start, end, new)`` replacements made, and per character
     of the result the [start, end) of the original characters it comes from; None when nothing changed."""
-    parts, starts, ends, pos, changed = [], [], [], 0, False
-    for m in pattern.finditer(text):
-        new = fn(m.group())
-        if new == m.group():
-            continue
-        changed = True
-        a, b = m.span()
+    if not reps:
+        return None
+    parts, pos = [], 0
+    src_a, src_b, lens = [], [], []  # per piece: original span and length in the new text
+    for a, b, new in reps:
         if a > pos:
             parts.append(text[pos:a])
-            starts.append(np.arange(pos, a))
-            ends.append(np.arange(pos + 1, a + 1))
+            src_a.append(pos), src_b.append(-1), lens.append(a - pos)  # -1: copied, maps one to one
         parts.append(new)
-        starts.append(np.full(len(new), a))
-        ends.append(np.full(len(new), b))
+        src_a.append(a), src_b.append(b), lens.append(len(new))
         pos = b
-    if not changed:
-        return None
     parts.append(text[pos:])
-    starts.append(np.arange(pos, len(text)))
-    ends.append(np.arange(pos + 1, len(text) + 1))
-    return "".join(parts), np.concatenate(starts).astype(np.int64), np.concatenate(ends).astype(np.int64)
-
-
-def _nfkc(token: str) -> str:
-    return token if unicodedata.is_normalized("NFKC", token) else unicodedata.normalize("NFKC", token)
+    src_a.append(pos), src_b.append(-1), lens.append(len(text) - pos)
+    lens_ = np.array(lens, np.int64)
+    piece = np.repeat(np.arange(len(lens)), lens_)
+    within = np.arange(int(lens_.sum())) - np.repeat(np.cumsum(lens_) - lens_, lens_)
+    a_, b_ = np.array(src_a, np.int64)[piece], np.array(src_b, np.int64)[piece]
+    copied = b_ < 0
+    start = np.where(copied, a_ + within, a_)
+    end = np.where(copied, a_ + within + 1, b_)
+    return "".join(parts), start, end
 
 
 def prepare(text: str) -> tuple[str, np.ndarray | None, np.ndarray | None]:
-    """Entities unescaped and NFKC applied (per whitespace token, so offsets stay local).
+    """Entities unescaped and NFKC applied (per character and its combining marks, so offsets stay exact).
 
     Returns ``(text', start, end)``: ``start``/``end`` int64 (len(text'),) map each character of
     ``text'`` to the original [start, end), or both None when ``text' == text``.
     """
     start = end = None
     if "&" in text:
-        r = _rewrite(text, _ENTITY, html.unescape)
+        r = _rewrite(text, [(m.start(), m.end(), u) for m in _ENTITY.finditer(text)
+                            if (u := html.unescape(m.group())) != m.group()])
         if r is not None:
             text, start, end = r
     if not text.isascii() and not unicodedata.is_normalized("NFKC", text):
-        r = _rewrite(text, _TOKEN, _nfkc)
+        r = _rewrite(text, _nfkc_edits(text))
         if r is not None:
             text, s2, e2 = r
             if start is None:
