@@ -46,9 +46,10 @@ HELPERS = {"dedup": "bench_dedup.py", "tokenize": "bench_tokenize.py",
            "retune": "bench_retune.py",  # late-stage threshold change vs the full run, main manifest
            "pii": "bench_pii.py",  # PII test-split P/R, new stage vs the previous one, live
            "safety": "bench_safety.py",  # safety test set recall / false rejection, new vs whole-document scoring
-           "fixed_cost": "bench_fixed_cost.py"}  # main manifest on a 1-record WARC: cluster start vs the rest (issue 16)
+           "fixed_cost": "bench_fixed_cost.py",  # main manifest on a 1-record WARC: cluster start vs the rest (issue 16)
+           "decontam": "bench_decontam.py"}  # planted-item recall, benign pages changed (test half), ms/page, index RSS  # main manifest on a 1-record WARC: cluster start vs the rest (issue 16)
 HELPER_TIMEOUT_S = 420
-HELPER_TIMEOUTS = {"extraction": 2400, "fixed_cost": 1200}  # fixed_cost: 3 x (timeline + datapipe run), fresh processes  # trafilatura, two modes: 3 passes over ~1,700 test pages at ~20-40 docs/s
+HELPER_TIMEOUTS = {"extraction": 2400, "fixed_cost": 1200, "decontam": 900}  # fixed_cost: 3 x (timeline + datapipe run), fresh processes  # trafilatura, two modes: 3 passes over ~1,700 test pages at ~20-40 docs/s
 OUR_LIBS = ("pyarrow", "fastwarc", "resiliparse", "warcio", "fasttext-community", "dask", "distributed", "numpy",
             "datasketch", "rensa", "tokenizers", "tiktoken")
 

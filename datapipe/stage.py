@@ -70,6 +70,14 @@ class Stage:
         """Fail fast before any work (missing model, bad word list path). Default: run ``setup``."""
         self.ensure_setup()
 
+    @classmethod
+    def lineage(cls, config: dict) -> dict | None:
+        """What the stage's output depends on besides its config and ``version``, for a config dict
+        (JSON types, defaults filled in): e.g. the content hash of an index file it loads. Part of
+        the lineage fingerprints (``task_plan.stage_identity``): a new value reruns the stage and
+        what follows. None (the default): nothing else."""
+        return None
+
     def assets(self) -> list | None:
         """Paths of the files ``setup`` loads (models, word lists), or None (the default) when the
         stage does not name them. A stage that names them is checked once per size + mtime of

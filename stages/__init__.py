@@ -18,6 +18,7 @@ STAGE_MODULES = [
     "datapipe.stages.safety",
     "datapipe.stages.profanity",
     "datapipe.stages.pii",
+    "datapipe.stages.decontam",
     "datapipe.stages.quality_classifier",
     "datapipe.stages.topic",
 ]

@@ -15,6 +15,7 @@ CLI_MODULES = [
     "datapipe.cli.export",
     "datapipe.cli.catalog",
     "datapipe.cli.init",
+    "datapipe.cli.decontam",
 ]
 
 

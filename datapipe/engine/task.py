@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.engine.ledger import Ledger
-from datapipe.engine.task_plan import TaskSpec
+from datapipe.engine.task_plan import TaskSpec, stage_lineage
 from datapipe.formats.documents import (
     PAYLOAD_FIELD,
     conform,
@@ -302,7 +302,8 @@ def run_file_task(spec: TaskSpec) -> dict:
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
             "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages,
-            "stage_versions": [type(st).version for st in chain], "files": files, "ledger": ledger.to_dict(), **extra}
+            "stage_versions": [type(st).version for st in chain],
+            "stage_lineage": [stage_lineage(s) for s in spec.stages], "files": files, "ledger": ledger.to_dict(), **extra}
 
 
 def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:

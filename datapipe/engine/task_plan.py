@@ -45,13 +45,22 @@ def stage_version(name: str) -> int:
     return getattr(registry().get(name), "version", 1)
 
 
+def stage_lineage(item: dict) -> dict | None:
+    """``Stage.lineage`` of a chain item ``{name: config}`` (None for an unknown name)."""
+    (name, cfg), = item.items()
+    cls = registry().get(name)
+    return cls.lineage(cfg or {}) if cls is not None else None
+
+
 def stage_identity(item: dict) -> dict | list:
     """What a chain item's output depends on besides its input: ``{name: config}``, and the stage
-    class's ``version`` where it is above 1 (so that fingerprints of version-1 stages stay as they
-    were before stages had versions)."""
+    class's ``version`` where it is above 1 and its ``lineage`` where it has one (so that
+    fingerprints of version-1 stages without lineage stay as they were before either existed)."""
     (name, _), = item.items()
     version = stage_version(name)
-    return item if version == 1 else [item, {"version": version}]
+    lineage = stage_lineage(item)
+    extra = ({"version": version} if version != 1 else {}) | ({"lineage": lineage} if lineage is not None else {})
+    return [item, extra] if extra else item
 
 
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:

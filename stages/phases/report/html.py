@@ -320,6 +320,8 @@ def _histograms_note(run: I.Run) -> str:
 def render(run: I.Run, log_y: str = "auto", histograms: bool = True) -> str:
     """The report as an HTML string (no external resources). ``log_y``: see ``LOG_Y``;
     ``histograms``: draw one histogram per numeric signal column (else list them)."""
+    from datapipe.stages.phases.report.contamination import contamination_html
+
     f = I.funnel(run)
     rows = []
     for s in f["stages"]:
@@ -360,6 +362,7 @@ rejected <b data-key="rejected">{tot['rejected']:,}</b>, errored <b data-key="er
 <section id="funnel-section"><h2>Funnel</h2><table id="funnel"><tr><th>stage</th><th>in</th><th>kept</th><th>rejected</th><th>errored</th><th>reasons</th></tr>
 {''.join(rows)}</table></section>
 {imgs}
+{contamination_html(run)}
 {settings}
 </body></html>
 """
