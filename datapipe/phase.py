@@ -35,7 +35,6 @@ calls ``register_phase``.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -252,8 +251,11 @@ def register_phase(cls: type[Phase]) -> type[Phase]:
 def _load() -> None:
     global _LOADED
     if not _LOADED:
-        # The built-in phases are a package of this distribution: importing it registers them.
-        importlib.import_module("datapipe.stages.phases").load_all()
+        # The built-in phases: importing their package registers them (here, not at module level:
+        # the phase modules import this one).
+        import datapipe.stages.phases
+
+        datapipe.stages.phases.load_all()
         _LOADED = True
     for obj in plugins.load(plugins.PHASES):
         if isinstance(obj, type) and issubclass(obj, Phase) and obj.name not in _PHASES:

@@ -58,7 +58,7 @@ def test_mix_weights_naming_an_unknown_domain_lists_the_known_ones(tmp_path):
     msg = str(e.value)
     assert msg.startswith(f"{p}:4: mix") and "'wiki'" in msg and "known domains: german, web" in msg
     p.write_text(p.read_text().replace("wiki: 2", "web: 2"))
-    assert load_manifest(p).mix["weights"] == {"german": 1, "web": 2}
+    assert load_manifest(p).section("mix").weights == {"german": 1, "web": 2}
 
 
 def test_warc_inputs_without_extract_are_refused_before_the_output_is_made(tmp_path, data_dir):

@@ -179,6 +179,7 @@ stages:
 dedup:
   minhash: {fp_weight: 0, fn_weight: 1, all_pairs_max_bucket: 0}
 mix:
+  rules: [{domain: wiki, host: "*.wikipedia.org"}]
   max_epochs: {'*': 0.5}
   total_tokens: 1
   weights: {web: 0, wiki: 1}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from datapipe.cli import main as cli_main
+from datapipe.cli.main import main as cli_main
 from datapipe.stages import get
 
 MASK = (1 << 64) - 1

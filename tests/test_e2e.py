@@ -46,7 +46,7 @@ def test_every_shard_has_one_schema(sample_run):
     assert len(schemas) == 1  # one schema per folder: dedup's rejections carry the snapshot columns
     full = next(iter(schemas))
     snaps = [n for n in full.names if n.startswith("text_before_")]
-    assert snaps == ["text_before_c4", "text_before_pii"]  # the stages that edit the text
+    assert snaps == ["text_before_c4", "text_before_decontam", "text_before_pii"]  # the stages that edit the text
     for f in files:  # dedup's rejections: the snapshot columns all null (pre-masking text stays in phase 1)
         if f.name.startswith("dedup-"):
             t = pq.read_table(f, columns=snaps)

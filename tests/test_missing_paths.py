@@ -187,7 +187,7 @@ def _cli_cases(env) -> dict[tuple[str, str], list[str]]:
         ("report", "run_dir"): ["report", miss],
         ("ablate", "manifest"): ["ablate", miss + ".yaml"],
         ("ablate", "run"): ["ablate", str(REPO / "manifests" / "ablation.yaml"), "--run", miss],
-        ("export-tokens", "index"): ["export-tokens", miss + "/index.json", str(t / "export")],
+        ("export-tokens", "index"): ["export-tokens", miss + "/index.json", "--out", str(t / "export")],
     }
 
 

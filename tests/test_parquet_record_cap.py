@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 def hwm():  # peak RSS since exec, KiB (ru_maxrss would carry pytest's peak over the fork)
     return next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
 
-from datapipe.engine.task import plan_specs, run_file_task
+from datapipe.engine.task import run_file_task
+from datapipe.engine.task_plan import plan_specs
 spec, = plan_specs([sys.argv[1]], sys.argv[2], [], "x", read_options={"max_record_bytes": int(sys.argv[3])})
 base = hwm()
 record = run_file_task(spec)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def plugin_client(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.syspath_prepend(str(PKG))
     mp.syspath_prepend(str(site))
-    mp.setenv("PYTHONPATH", f"{site}:{PKG}")
+    mp.setenv("PYTHONPATH", os.pathsep.join([str(site), str(PKG)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     from distributed import Client
 
     try:

@@ -25,7 +25,8 @@ _BOUND = re.compile(r"\b([a-z_]+)\s*(<=|>=|<|>)\s*([0-9.]+)")
 
 
 def examples() -> list[tuple[str, str]]:
-    text = (REPO / "README.md").read_text() + EPILOG
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    text = "".join(p.read_text() for p in pages if "reference" not in p.parts) + EPILOG
     return _EXAMPLE.findall(text)
 
 
@@ -43,7 +44,7 @@ def _chain():
 
 def test_the_examples_are_found():
     kinds = [k for k, _ in examples()]
-    assert kinds.count("kept") >= 2 and "rejected" in kinds  # README's and --help's
+    assert kinds.count("kept") >= 2 and "rejected" in kinds  # the docs' and --help's
 
 
 @pytest.mark.parametrize("kind,where", examples())

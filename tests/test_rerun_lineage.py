@@ -113,7 +113,7 @@ def by_task(res) -> dict[str, dict]:
 
 @pytest.mark.parametrize("change, stage, index", [
     ({"stages[1].langid.min_score": 0.8}, "langid", 1),           # early stage
-    ({"stages[7].quality_classifier.threshold": 0.3}, "quality_classifier", 7),  # late stage, after c4's edits
+    ({"stages[8].quality_classifier.threshold": 0.3}, "quality_classifier", 8),  # late stage, after c4's edits
 ], ids=["early-threshold", "late-threshold"])
 def test_threshold_change_reruns_from_that_stage(client, inputs, fresh, tmp_path, capsys, change, stage, index):
     out = start_from(fresh, tmp_path)

@@ -117,7 +117,7 @@ def test_the_import_thread_loads_the_modules_tasks_unpickle():
     import sys
 
     mods = ["datapipe.engine.task", "datapipe.stages.phases.dedup.near", "datapipe.stages.phases.tokenize.phase"]
-    code = (f"import sys; from datapipe import warmup; mods = {mods!r}\n"
+    code = (f"import sys; from datapipe.engine import warmup; mods = {mods!r}\n"
             "before = [m in sys.modules for m in mods]; warmup.import_task_modules()\n"
             "print(before, [m in sys.modules for m in mods])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)

@@ -234,13 +234,13 @@ class PipelineResult:
         paths = {"documents": join(out, DOCUMENTS.folder), "rejected": join(out, KINDS["rejected"]),
                  "errors": join(out, KINDS["errors"]), "ledger": join(out, "ledger.json"),
                  "report": self.run_result.report}
-        for cls in phases():   # each phase's datasets of role tokens / export, where it ran
-            ph = cls(m)
-            for d in cls.datasets(ph.config()):
+        for cls in phases():   # each phase's datasets of role tokens / export (None where it did not run)
+            on = cls.enabled(m)
+            for d in cls.datasets(cls(m).config()) if on else cls.writes:
                 if d.role == "tokens":
-                    paths["tokens"] = join(out, d.folder, "index.json") if cls.enabled(m) else None
+                    paths["tokens"] = join(out, d.folder, "index.json") if on else None
                 elif d.role == "export":
-                    paths[d.name] = join(out, d.folder) if cls.enabled(m) else None
+                    paths[d.name] = join(out, d.folder) if on else None
         return paths
 
     def _read(self, kind: str, columns) -> pa.Table:

@@ -159,7 +159,7 @@ def _show_section(out: Console, sec: dict, full: bool) -> None:
 def cmd_stages(args) -> int:
     from datapipe.cli.section_catalog import section_catalog
 
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(), Console(stderr=True, soft_wrap=True)
     cat = [s | {"kind": "stage"} for s in stage_catalog()]
     secs = section_catalog()
     if args.name:
@@ -229,8 +229,8 @@ def cmd_schema(args) -> int:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as e:  # --out in a folder that does not exist, or a folder itself
-            return cannot_write(Console(stderr=True), "the schema", e)
-        Console(stderr=True).print(f"schema: {args.out}", highlight=False)
+            return cannot_write(Console(stderr=True, soft_wrap=True), "the schema", e)
+        Console(stderr=True, soft_wrap=True).print(f"schema: {args.out}", highlight=False)
     else:
         sys.stdout.write(text)
     return 0

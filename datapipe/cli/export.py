@@ -29,7 +29,7 @@ def cmd_export(args) -> int:
     from datapipe.cli.termfmt import os_error_line
     from datapipe.loader.export import export_tokens
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     if args.old_out is not None or args.out is None:
         given = args.old_out or "OUT"
         err.print("[bold red]error:[/] " + escape(f"give the output as --out {given} (export-tokens takes --out, "

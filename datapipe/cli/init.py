@@ -154,7 +154,7 @@ def add_cli(sub) -> None:
 
 
 def cmd_init(args) -> int:
-    err, out = Console(stderr=True), Console()
+    err, out = Console(stderr=True, soft_wrap=True), Console()
     target = Path(args.dir) / "manifest.yaml"
     if target.exists() and not args.force:
         err.print(f"[bold red]error:[/] {target} exists (--force overwrites it)", highlight=False)

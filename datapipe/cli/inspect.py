@@ -81,7 +81,7 @@ def _count(text: str) -> int:
 def cmd_report(args) -> int:
     from datapipe.stages.phases.report.html import write_report
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         path = write_report(args.run_dir, out=args.out, log_y=args.log_y)
     except (I.NotARunError, I.InspectError) as e:
@@ -94,7 +94,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(), Console(stderr=True, soft_wrap=True)
     asked = [f for f, v in (("--where", args.where is not None), ("--columns", args.columns), ("--text", args.text))
              if v]
     if asked and not (args.kept or args.rejected or args.errors):

@@ -90,7 +90,7 @@ def cmd_run(args) -> int:
     from datapipe.models import ModelError
     from datapipe.stages.phases.tokenize.tokenizer import TokenizerError
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     out = Console()
     overrides = {}
     if args.input:

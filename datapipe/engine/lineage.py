@@ -13,8 +13,8 @@ from typing import Any
 
 
 def canonical_json(obj: Any) -> str:
-    """``obj`` as JSON with sorted keys and no spaces; values JSON cannot hold become ``str(value)``."""
-    return json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+    """``obj`` as JSON with sorted keys (json.dumps' default separators); values JSON cannot hold become ``str(value)``."""
+    return json.dumps(obj, sort_keys=True, default=str)
 
 
 def digest(text: str | bytes, length: int | None = None) -> str:
@@ -25,5 +25,6 @@ def digest(text: str | bytes, length: int | None = None) -> str:
 
 
 def fingerprint(*parts: Any, length: int | None = None) -> str:
-    """sha256 (hex, 64 characters or ``length``) of the canonical JSON of ``parts``."""
-    return digest(canonical_json(parts), length)
+    """sha256 (hex, 64 characters or ``length``) of the canonical JSON of the one part given, or of
+    the list of the parts when several are given."""
+    return digest(canonical_json(parts[0] if len(parts) == 1 else list(parts)), length)
