@@ -199,14 +199,15 @@ def mixture_summary(pool: Pool, weights: dict[str, float], sel: dict) -> dict:
                         if p.get("reason") and weights.get(d)}}
 
 
-def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
-    """Texts of the extra files, encoded with the run's tokenizer (its manifest config)."""
+def read_extra_texts(paths: list[str], per_line: bool) -> list[str]:
+    """Texts of an extra held-out set's files (globs, ``$DATAPIPE_SHARED_DATA`` expanded, ``.gz``
+    read through gzip): one per file, or one per non-blank line with ``per_line``; files sorted.
+    Raises FileNotFoundError naming a missing file."""
     import glob
     import gzip
     import os
 
     from datapipe.env import shared_data
-    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     shared = str(shared_data())  # $DATAPIPE_SHARED_DATA, defaulting like the rest of datapipe
     expanded = [os.path.expandvars(p.replace("${DATAPIPE_SHARED_DATA}", shared)
@@ -219,8 +220,20 @@ def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
         raw = Path(f).read_bytes()
         body = (gzip.decompress(raw) if f.endswith(".gz") else raw).decode("utf-8")
         texts += [ln for ln in body.splitlines() if ln.strip()] if per_line else [body] * bool(body.strip())
-    tok = load_tokenizer(TokenizeConfig(**index["config"]["tokenize"]))
-    ids, lengths = tok.encode_docs(texts)
+    return texts
+
+
+def run_tokenizer(index: dict):
+    """The run's tokenizer, loaded from its ``index.json`` config (``config.tokenize``)."""
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
+
+    return load_tokenizer(TokenizeConfig(**index["config"]["tokenize"]))
+
+
+def _tokenize_extra(paths: list[str], per_line: bool, index: dict):
+    """Texts of the extra files, encoded with the run's tokenizer (its manifest config)."""
+    texts = read_extra_texts(paths, per_line)
+    ids, lengths = run_tokenizer(index).encode_docs(texts)
     names = [f"extra-{i}" for i in range(len(texts))]
     return names, ids, lengths
 

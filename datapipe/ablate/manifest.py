@@ -108,6 +108,12 @@ class Heldout(_Strict):
     #: A held-out set with fewer tokens is refused before any training (its loss would be noise or
     #: ``nan``). 0 or less: at least one full proxy window (``proxy.seq_len + 1`` tokens).
     min_tokens: int = 2_000
+    #: Held-out texts vs training documents, checked before training with the decontamination
+    #: matcher (``datapipe.ablate.overlap``): ``report`` writes and prints the overlaps, ``refuse``
+    #: stops (exit 2) when a training document shares a run of ``overlap_n`` normalised words with
+    #: a held-out text, ``off`` skips the check.
+    overlap: Literal["report", "refuse", "off"] = "report"
+    overlap_n: int = Field(13, ge=1, le=64)
 
 
 class Proxy(_Strict):
@@ -231,7 +237,7 @@ class AblationManifest(_Strict):
         keep = {"run": os.path.abspath(self.run), "tokens": self.tokens, "seed": self.seed,
                 "domains": sorted(self.domains) if self.domains else None,
                 "budget_tokens": self.budget_tokens, "max_epochs": self.max_epochs,
-                "heldout": self.heldout.model_dump(), "proxy": self.proxy.model_dump(),
+                "heldout": self.heldout.model_dump(exclude={"overlap", "overlap_n"}),  # a check, not training "proxy": self.proxy.model_dump(),
                 "trainer": self.trainer.model_dump()}
         return digest(json.dumps(keep, sort_keys=True))
 

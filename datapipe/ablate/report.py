@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 
+from datapipe.ablate.overlap import report_lines as overlap_lines
 from datapipe.ablate.regmix import EPS
 
 
@@ -201,6 +202,11 @@ def _input_lines(inputs: dict) -> list[str]:
     return out or ["none: every candidate is a distinct training set, every share met, every run finished."]
 
 
+def _overlap_summary(rep: dict | None) -> dict | None:
+    """summary.json's ``eval_overlap``: the overlap report without its cache key and timing."""
+    return None if rep is None else {k: v for k, v in rep.items() if k not in ("key", "seconds")}
+
+
 def recommended_yaml(dec: dict, rows: list[dict], domains: list[str], stats: dict, run_index: dict,
                      n: int) -> str:
     """``recommended_mix.yaml``: the headline and the decision as comments, ``decision:`` (``status``
@@ -229,6 +235,7 @@ def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inpu
     md = f"**{dec['headline']}**\n\n" + "\n".join(_ranking(rows, domains, eval_names, reg, stats, dec)) + "\n"
     sections = {"Reproducibility": _repro_lines(stats, eval_names),
                 "Degenerate inputs": _input_lines(inputs),
+                "Held-out overlap with the training pool": overlap_lines(inputs.get("overlap")),
                 "Regression (RegMix-style, Liu et al. 2024)": _fit_lines(reg, len(rows), m.analysis.model, eval_names),
                 "Decision": [dec["headline"], f"Why: {dec['reason']}."]}
     for title, lines in sections.items():
@@ -259,7 +266,8 @@ def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inpu
                "recommended": recommended, "reproducibility": repro, "tied_with_best": dec["tied"],
                "holdout_mixtures": held,
                "duplicates": inputs.get("duplicates") or {}, "flags": inputs.get("flags") or {},
-               "failed": inputs.get("failed") or []}
+               "failed": inputs.get("failed") or [],
+               "eval_overlap": _overlap_summary(inputs.get("overlap"))}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     files = [str(out / f) for f in ("results.parquet", "results.csv", "ranking.md", "loss_vs_weight.png",
                                     "recommended_mix.yaml", "report.html", "summary.json")]

@@ -3,13 +3,16 @@
 Layout under the ablation's output directory::
 
     eval/<set>/{shard-00000.parquet,index.json}   held-out sets (per domain + extra files)
+    eval/overlap.json                             held-out texts vs training documents
     mixtures/<mixture_id>/train/                  the mixture's training set (token shards)
     mixtures/<mixture_id>/seed-<s>/metrics.json   one proxy run's record (its presence = done)
     results.parquet, results.csv, ranking.md, loss_vs_weight.png, report.html, recommended_mix.yaml,
     summary.json (duplicates, flags, noise floor, seed-to-seed Spearman, decision)
 
-Before training: held-out sets too small to score are refused (``checks.check_eval_sets``) and
-candidates with identical training sets are trained once (``checks.effective_mixtures``).
+Before training: held-out texts are matched against the training pool (``overlap.check``:
+reported, or refused with ``heldout.overlap: refuse``), held-out sets too small to score are
+refused (``checks.check_eval_sets``) and candidates with identical training sets are trained once
+(``checks.effective_mixtures``).
 Resume: a run whose ``metrics.json`` carries the current ``key`` (manifest training fingerprint)
 is not retrained. Proxy runs go to Dask (one task each) when the manifest's cluster has a
 scheduler or more than one worker; the output directory must then be visible to all workers
@@ -33,6 +36,7 @@ from datapipe.ablate.data import (
 )
 from datapipe.ablate.manifest import AblationManifest
 from datapipe.ablate.mixtures import candidates, mixture_id
+from datapipe.ablate.overlap import check as check_overlap
 
 
 def _write_json(obj, path: Path) -> None:
@@ -268,6 +272,7 @@ def run_ablation(m: AblationManifest, log=print, progress: bool = False) -> dict
     log(f"ablation {m.name}: {len(mixes)} candidate mixtures over {domains}, seeds {m.seeds}; pool from "
         f"{pool.source}; training tokens {pool.available()}"
         + (f"; not in this ablation: {left}" if left else ""))
+    overlap = check_overlap(pool, m, out, log)  # refuses before anything is trained
     eval_dir = out / "eval"
     eval_dir.mkdir(parents=True, exist_ok=True)
     done_marker = eval_dir / "_done.json"
@@ -336,10 +341,11 @@ def run_ablation(m: AblationManifest, log=print, progress: bool = False) -> dict
         else:
             ordered.append(_combine(mid, runs[mid], base[mid]))
     analysis = (analyse(ordered, domains, eval_names, m, pool.index, out,
-                        {"duplicates": eff["duplicates"], "flags": eff["flags"], "failed": failed})
+                        {"duplicates": eff["duplicates"], "flags": eff["flags"], "failed": failed,
+                         "overlap": overlap})
                 if ordered else None)
     return {"output": str(out), "domains": domains, "eval_sets": eval_names, "mixtures": ordered,
             "duplicates": eff["duplicates"], "flags": eff["flags"],
             "trained": sum(1 for r in ordered for x in r["runs"] if not x["resumed"]),
             "skipped": sum(1 for r in ordered for x in r["runs"] if x["resumed"]),
-            "failed": failed, "analysis": analysis, "seconds": round(time.time() - t0, 3)}
+            "failed": failed, "analysis": analysis, "eval_overlap": overlap, "seconds": round(time.time() - t0, 3)}

@@ -120,10 +120,15 @@ def wikitext_items(path: Path, name: str = "wikitext2") -> list[Item]:
         s = line.strip()
         if not s or s.startswith("= "):
             continue
-        s = s.replace(" n't", "n't").replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
-        pieces = [p for p in s.split("<unk>") if p.strip()]
-        out.append(Item(name, str(i + 1), pieces, whole=False))
+        out.append(Item(name, str(i + 1), wikitext_pieces(s), whole=False))
     return out
+
+
+def wikitext_pieces(line: str) -> list[str]:
+    """A WikiText line as the original text reads: its tokenisation undone where it splits words
+    (``do n't``, ``@-@``, ``@,@``, ``@.@``), cut at ``<unk>`` (a word the file lost)."""
+    s = line.replace(" n't", "n't").replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
+    return [p for p in s.split("<unk>") if p.strip()]
 
 
 def _field(record: dict, path: str):

@@ -147,6 +147,24 @@ class TextTokenizer:
         parts = itertools.chain.from_iterable(x for s in seqs for x in (bos, s, eos))
         return np.fromiter(parts, dtype=self.dtype, count=int(lengths.sum())), lengths
 
+    def decode_docs(self, ids: np.ndarray, lengths: np.ndarray) -> list[str]:
+        """Texts of documents laid out as ``encode_docs`` returns them (flat ``ids``, per-document
+        ``lengths``), BOS/EOS ids removed; bytes that do not form UTF-8 (a document cut inside a
+        character) are replaced by U+FFFD. Inverse of ``encode_docs`` for the byte-level tokenizers."""
+        ids = np.asarray(ids).astype(np.int64, copy=False)
+        keep = ids != self.eos_id
+        if self.bos_id is not None:
+            keep &= ids != self.bos_id
+        doc = np.repeat(np.arange(len(lengths)), lengths)
+        ends = np.cumsum(np.bincount(doc[keep], minlength=len(lengths)))
+        flat = ids[keep].tolist()
+        seqs = [flat[a:b] for a, b in zip(np.concatenate([[0], ends[:-1]]).tolist(), ends.tolist())]
+        if self.kind == "tiktoken":
+            if self.num_threads == 1:
+                return [self._impl.decode(s, errors="replace") for s in seqs]
+            return self._impl.decode_batch(seqs, errors="replace", num_threads=self.num_threads)
+        return self._impl.decode_batch(seqs, skip_special_tokens=False)
+
     def info(self) -> dict:
         """JSON-able description written to ``index.json``."""
         return {"name": self.name, "kind": self.kind, "sha256": self.sha256, "vocab_size": self.vocab_size,
