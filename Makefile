@@ -10,11 +10,12 @@ export DATAPIPE_SHARED_CASES ?= $(SHARED)/cases
 DATAPIPE_SAMPLE_DIR ?= $(DATAPIPE_SHARED_DATA)/warc
 LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 
-.PHONY: all install models decontam-index run test test-deps test-slow bench bench-scale clean help bench-ablate docs
+.PHONY: all install models decontam-index run test lint typecheck test-deps test-slow bench bench-scale clean help bench-ablate docs
 
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
 	@echo "make test   - the test suite (about 15 min on 2 cores)"
+	@echo "make lint   - ruff check (rules in pyproject.toml); make typecheck - mypy of datapipe/"
 	@echo "make test-slow - long scale/fault tests (marked slow)"
 	@echo "make docs   - the documentation site (mkdocs build --strict; reference pages generated from the code) -> site/"
 	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
@@ -70,6 +71,14 @@ test-deps:
 # With chromium present, the browser test must run (DATAPIPE_REQUIRE_CHROMIUM turns a skip into a failure).
 test: install test-deps
 	DATAPIPE_REQUIRE_CHROMIUM=$$(test -x $(CHROMIUM) && echo 1) $(BIN)/pytest -q -x --timeout=600
+
+# Lint (run by .ci/run): ruff with pyproject.toml's [tool.ruff] rules.
+lint: install
+	$(BIN)/ruff check .
+
+# Type check of the engine (mypy, pyproject.toml's [tool.mypy]).
+typecheck: install
+	$(BIN)/mypy
 
 test-slow: install
 	$(BIN)/pytest -q -m slow --timeout=1800

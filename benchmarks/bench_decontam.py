@@ -176,12 +176,10 @@ def _rss_mb() -> float:
 def cost(n_pages: int = 400) -> dict:
     """CPU ms per page of the stage on real pages, setup (index load), and the resident memory the
     loaded index adds to a process that already runs the matcher (a worker)."""
+    import pyarrow as pa
     from safety_set import english_pages
 
-    import pyarrow as pa
-
     from datapipe.stages import get
-
     from datapipe.stages.lib.decontam_text import words
 
     texts = [p["text"] for p in english_pages()][:n_pages]

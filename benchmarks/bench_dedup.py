@@ -24,10 +24,10 @@ import time
 from functools import lru_cache
 
 import numpy as np
-from datapipe.stages.lib.minhash import shingles, signatures
-from datapipe.stages.lib.normalize import normalize_text
 
 from datapipe.env import shared_data
+from datapipe.stages.lib.minhash import shingles, signatures
+from datapipe.stages.lib.normalize import normalize_text
 
 
 @lru_cache(maxsize=1)
@@ -64,8 +64,9 @@ def _rate(n: int, fn, repeats: int = 1) -> dict:
 def bench_signatures(n: int, repeats: int) -> dict:
     import rensa
     import xxhash
-    from datapipe.stages.dedup_signatures import signature_columns
     from datasketch import MinHash
+
+    from datapipe.stages.dedup_signatures import signature_columns
 
     docs = _docs(n)
     k = max(n // 5, 200)  # the slow baselines run on a subset
@@ -107,8 +108,6 @@ def bench_signatures(n: int, repeats: int) -> dict:
 
 def bench_quality() -> dict:
     """Pair precision/recall at 0.8 on the evaluation set (see stages/dedup/evaluation.py)."""
-    from datapipe.stages.dedup_signatures import signature_columns
-    from datapipe.stages.phases.dedup.config import DedupConfig
     from dedup_evaluation import (
         datasketch_pairs,
         exact_jaccard,
@@ -118,6 +117,9 @@ def bench_quality() -> dict:
         real_texts,
     )
     from distributed import Client, LocalCluster
+
+    from datapipe.stages.dedup_signatures import signature_columns
+    from datapipe.stages.phases.dedup.config import DedupConfig
 
     ev = make_eval_set(real_texts(str(shared_data() / "warc" / "realpages-1171.warc.gz")))
     jac = exact_jaccard(ev.texts)
@@ -160,10 +162,11 @@ class _RssSampler(threading.Thread):
 
 
 def bench_phase2(n: int, per_shard: int) -> dict:
-    from datapipe.stages.phases.dedup.config import DedupConfig
-    from datapipe.stages.phases.dedup.phase import run_dedup
     from dedup_fixtures import write_shards
     from distributed import Client, LocalCluster
+
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.stages.phases.dedup.phase import run_dedup
 
     rng = np.random.default_rng(1)
     run = tempfile.mkdtemp(prefix="bench_dedup_")

@@ -122,11 +122,11 @@ def _step_efficiency(stream: list[dict], wall: dict[str, float], workers: int) -
 
 def bench(n: int, per: int, workers: int, words: int, giant: float, clusters: int, keep: bool,
           tmp: str | None = None, progress_file: str | None = None) -> dict:
-    from datapipe.stages.phases.dedup.config import DedupConfig
-    from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
     from distributed import Client, get_task_stream
 
     from datapipe.engine.runner import local_cluster
+    from datapipe.stages.phases.dedup.config import DedupConfig
+    from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 
     run = tempfile.mkdtemp(prefix="bench_dedup_scale_", dir=tmp)
     prog = _Progress(progress_file, run, None) if progress_file else None

@@ -43,10 +43,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import extraction_sets  # noqa: E402
-from datapipe.stages.extract import ExtractConfig, extract_one  # noqa: E402
-from datapipe.stages.lib.charset import decode_payload  # noqa: E402
 
 from datapipe.env import shared_data  # noqa: E402
+from datapipe.stages.extract import ExtractConfig, extract_one  # noqa: E402
+from datapipe.stages.lib.charset import decode_payload  # noqa: E402
 
 _WORD = re.compile(r"\w+")
 
@@ -281,8 +281,9 @@ def old_rules(b: bytes) -> str:
 
 
 def ablate(pages: list[dict]) -> dict:
-    from datapipe.stages.lib.mainblock import extract_main
     from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import extract_main
 
     rows = {}
     docs = [p["html"] for p in pages]

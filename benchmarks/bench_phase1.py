@@ -316,6 +316,7 @@ def model_inputs(path: str, chain: list[dict], chain_stages: list) -> dict:
     import re
 
     import pyarrow.parquet as pq
+
     from datapipe.classifiers.model import preprocess
 
     cols, shards = ["text", "lang"], {}

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pii_eval
+
 from datapipe.stages import pii
 
 OLD_COMMIT = "42a309abc3bef79e84f1dbbe8a47951d5389e5ed"

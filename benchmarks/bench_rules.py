@@ -71,11 +71,10 @@ def build_docs(out: Path) -> dict:
     meta = out.with_suffix(".meta.json")
     if out.exists() and meta.exists() and json.loads(meta.read_text()).get("sha256") == digest:
         return json.loads(meta.read_text())
-    from datapipe.stages.extract import extract_one
-    from datapipe.stages.langid import load_fasttext, predict_languages
-
     from datapipe.io.readers import read_input
     from datapipe.models import resolve_model
+    from datapipe.stages.extract import extract_one
+    from datapipe.stages.langid import load_fasttext, predict_languages
 
     rows = []
     for it in read_input(str(src)):

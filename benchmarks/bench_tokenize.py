@@ -40,8 +40,9 @@ def _texts(mb: float) -> list[str]:
 
 
 def bench_encode(texts: list[str]) -> dict:
-    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
     from tokenizers import Tokenizer
+
+    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     nbytes = sum(len(t.encode()) for t in texts)
     out = {"input_mb": round(nbytes / 1e6, 2), "documents": len(texts)}
@@ -83,6 +84,7 @@ def bench_phase_vs_direct(work: Path, texts: list[str], reps: int = 5) -> dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from datapipe.stages.phases.tokenize import phase as P
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
@@ -133,10 +135,11 @@ def bench_phase3(work: Path, texts: list[str]) -> tuple[dict, str]:
 
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from distributed import Client, LocalCluster
+
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
-    from distributed import Client, LocalCluster
 
     (work / "documents").mkdir(parents=True)
     ids = [hashlib.sha1(f"{i}".encode()).hexdigest() for i in range(len(texts))]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.parquet as pq
 import scipy.sparse as sp
+
 from datapipe.stages.lib.minhash import shingles
 from datapipe.stages.lib.normalize import normalize_text
 
@@ -40,10 +41,10 @@ def real_texts(path: str) -> list[str]:
     resiliparse ``main_content=True`` (pinned in pyproject.toml), not by the extract stage: the set
     must not move when the stage's clean-up rules are retuned (issue 20 changed them and with them
     which pairs sit near the threshold)."""
-    from datapipe.stages.lib.charset import decode_payload
     from resiliparse.extract.html2text import extract_plain_text
 
     from datapipe.io.readers import read_input
+    from datapipe.stages.lib.charset import decode_payload
 
     out = []
     for it in read_input(path):
@@ -150,9 +151,10 @@ def pipeline_pairs(client, texts: list[str], config, shards: int = 3) -> tuple[s
     document it was deduplicated into, itself when kept), following ``duplicate_of`` chains (an
     exact duplicate of a near duplicate ends at the near representative).
     """
+    from dedup_fixtures import write_shards
+
     from datapipe.stages.dedup_signatures import stage_config
     from datapipe.stages.phases.dedup.phase import WORK, run_dedup
-    from dedup_fixtures import write_shards
 
     per = -(-len(texts) // shards)
     with tempfile.TemporaryDirectory(prefix="dedup_eval_") as run:
@@ -160,9 +162,8 @@ def pipeline_pairs(client, texts: list[str], config, shards: int = 3) -> tuple[s
                                              for i in range(k * per, min((k + 1) * per, len(texts)))]
                            for k in range(shards)}, stage_config(config))
         run_dedup(client, run, config.model_copy(update={"keep_work": True}))
-        from datapipe.stages.phases.dedup.steps import EDGES
-
         from datapipe.engine.shuffle_store import Store
+        from datapipe.stages.phases.dedup.steps import EDGES
 
         t = Store(os.path.join(run, WORK)).read_step("cc0", EDGES)
         edges = set()

@@ -5,9 +5,9 @@ import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from datapipe.stages.dedup_signatures import DedupSignatures
 
 from datapipe.formats.documents import conform, document_schema
+from datapipe.stages.dedup_signatures import DedupSignatures
 
 
 def documents_table(rows: list[dict], stage_config: DedupSignatures.Config | None = None) -> pa.Table:

@@ -97,11 +97,10 @@ def candidates(line: str) -> list[tuple[int, int, str]]:
 
 def pages():
     """(source file, url, host, lang, text) of every page."""
-    from datapipe.stages.extract import extract_one
-    from datapipe.stages.langid import load_fasttext, predict_languages
-
     from datapipe.io.readers import host_of, read_warc
     from datapipe.models import resolve_model
+    from datapipe.stages.extract import extract_one
+    from datapipe.stages.langid import load_fasttext, predict_languages
 
     model = load_fasttext(resolve_model("lid.176.ftz"))
     data = ROOT.parent / "shared" / "data"

@@ -170,9 +170,8 @@ def main() -> None:
     docs = english_docs(Path(a.run))
     al = alone(docs)
     if a.show:
-        from datapipe.stages.lib import wordlists as wl
-
         from datapipe.env import shared_data
+        from datapipe.stages.lib import wordlists as wl
 
         auto = wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), "en")
         for i, d in enumerate(audit_sample(docs, al, a.show)):

@@ -24,12 +24,11 @@ def english_pages() -> tuple[dict, ...]:
     """Main-content text of the English pages of realpages (extract stage defaults, lid.176 en >= 0.65,
     >= 50 words), each with ``url``, ``split`` and ``text``."""
     from datapipe.classifiers.data import page_split
-    from datapipe.stages.extract import extract_one
-    from datapipe.stages.langid import load_fasttext, predict_languages
-
     from datapipe.env import shared_data
     from datapipe.io.readers import read_warc
     from datapipe.models import resolve_model
+    from datapipe.stages.extract import extract_one
+    from datapipe.stages.langid import load_fasttext, predict_languages
 
     lid = load_fasttext(resolve_model("lid.176.ftz"))
     out = []

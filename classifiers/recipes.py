@@ -28,7 +28,6 @@ from pathlib import Path
 
 from datapipe.classifiers import data
 from datapipe.classifiers.train import binary_metrics, train_binary
-
 from datapipe.env import shared_data
 
 QUALITY_POSITIVES = ["quality/wikitext-2_valid.txt.gz", "quality/wikitext-2_test.txt.gz",

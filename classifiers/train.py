@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+
 from datapipe.classifiers.model import LABEL_PREFIX, load_classifier, preprocess
 
 DEFAULT_PARAMS = {"lr": 0.2, "epoch": 10, "dim": 16, "wordNgrams": 2, "minCount": 2, "bucket": 200000,

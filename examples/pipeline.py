@@ -11,9 +11,8 @@ import argparse
 import os
 from pathlib import Path
 
-from datapipe.stages import get
-
 import datapipe
+from datapipe.stages import get
 
 SHARED = Path(os.environ.get("DATAPIPE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

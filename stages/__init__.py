@@ -46,8 +46,8 @@ def get(name: str, **config):
     """
     from pydantic import ValidationError
 
-    from datapipe.stage import registry
     from datapipe.manifest.suggest import config_error, did_you_mean
+    from datapipe.stage import registry
 
     reg = registry()
     if name not in reg:

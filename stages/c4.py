@@ -49,7 +49,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from datapipe.stages.lib import words as W
 
 from datapipe.env import shared_data
 from datapipe.manifest.path_settings import ReadDir
@@ -62,6 +61,7 @@ from datapipe.stage import (
     register,
     with_column,
 )
+from datapipe.stages.lib import words as W
 
 _CITATION_RE = r"(?i)[ \t]*\[(?:\d+|edit|citation needed)\]"
 _ELLIPSIS_END = r"(?:\.\.\.|…)$"

@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 
 from datapipe.env import models_dir
-from datapipe.models import ModelError
 from datapipe.manifest.ranges import PosInt, Probability
+from datapipe.models import ModelError
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 
 #: File name of the default index in the models folder.

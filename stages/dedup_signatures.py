@@ -10,12 +10,12 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 import xxhash
-from datapipe.stages.lib.minhash import poly64_signatures, signatures
-from datapipe.stages.lib.normalize import nfkc, normalize_text
 from pydantic import Field
 
 from datapipe.manifest.ranges import Seed
 from datapipe.stage import Stage, StageConfig, register, with_column
+from datapipe.stages.lib.minhash import poly64_signatures, signatures
+from datapipe.stages.lib.normalize import nfkc, normalize_text
 
 #: xxh3-128 digest (16 bytes, big-endian as ``xxh3_128_digest`` returns) of the normalized text.
 CONTENT_HASH = pa.field("content_hash", pa.binary(16))

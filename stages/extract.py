@@ -25,13 +25,13 @@ content plus the whole-page fallback.
 from __future__ import annotations
 
 import pyarrow as pa
-from datapipe.stages.lib.charset import decode_payload
-from datapipe.stages.lib.mainblock import extract_main
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
 from datapipe.manifest.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
+from datapipe.stages.lib.charset import decode_payload
+from datapipe.stages.lib.mainblock import extract_main
 
 
 class ExtractConfig(StageConfig):
@@ -133,9 +133,9 @@ class Extract(Stage):
         from pathlib import Path
 
         import resiliparse
-        from datapipe.stages.lib import extract_sandbox
 
         from datapipe.engine import procenv
+        from datapipe.stages.lib import extract_sandbox
 
         pkg = Path(resiliparse.__file__).parent  # its compiled code: _resiliparse.*.so (2.0)
         return [Path(extract_sandbox.__file__), Path(procenv.__file__), pkg / "__init__.py",

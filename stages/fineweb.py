@@ -32,11 +32,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from datapipe.stages.lib import words as W
-from datapipe.stages.lib.rule_stage import WordRuleStage
 
 from datapipe.manifest.ranges import NonNegFloat, PosInt, Probability
 from datapipe.stage import StageConfig, register
+from datapipe.stages.lib import words as W
+from datapipe.stages.lib.rule_stage import WordRuleStage
 
 
 class FineWebConfig(StageConfig):

@@ -16,8 +16,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from datapipe.stages.lib import words as W
-from datapipe.stages.lib.rule_stage import WordRuleStage
 from pydantic import Field, field_validator, model_validator
 
 from datapipe.manifest.ranges import (
@@ -29,6 +27,8 @@ from datapipe.manifest.ranges import (
     check_order,
 )
 from datapipe.stage import StageConfig, register
+from datapipe.stages.lib import words as W
+from datapipe.stages.lib.rule_stage import WordRuleStage
 
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-from datapipe.stages.lib import wordlists as wl
-from datapipe.stages.lib.wordlists import shared_path
 
 from datapipe.manifest.path_settings import SharedDir
 from datapipe.manifest.ranges import NonNegInt, Probability
@@ -19,6 +17,8 @@ from datapipe.stage import (
     register,
     with_column,
 )
+from datapipe.stages.lib import wordlists as wl
+from datapipe.stages.lib.wordlists import shared_path
 
 
 def ldnoobw_decision(count: int | None, fraction: float | None, max_count: int | None,

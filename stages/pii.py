@@ -50,6 +50,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import pyarrow as pa
+
 from datapipe.manifest.ranges import NonNegFloat, PosInt
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
 from datapipe.stages.lib.pii_email import _emails

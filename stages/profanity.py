@@ -26,10 +26,10 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-from datapipe.stages.span_score import SpanScoreConfig, SpanScoreStage
 
 from datapipe.manifest.ranges import NonNegInt, Probability
 from datapipe.stage import register
+from datapipe.stages.span_score import SpanScoreConfig, SpanScoreStage
 
 
 @register

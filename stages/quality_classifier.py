@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-from datapipe.stages.fasttext_score import FastTextScoreStage
 
 from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
 from datapipe.stage import StageConfig, register
+from datapipe.stages.fasttext_score import FastTextScoreStage
 
 
 @register

@@ -22,15 +22,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
+
+from datapipe.manifest.path_settings import ModelFile
+from datapipe.manifest.ranges import Probability
+from datapipe.stage import register
 from datapipe.stages.span_score import (
     FastTextSpanStage,
     SpanScoreConfig,
     SpanScoreStage,
 )
-
-from datapipe.manifest.path_settings import ModelFile
-from datapipe.manifest.ranges import Probability
-from datapipe.stage import register
 
 # The safety family's public names stay importable from here (they moved to the modules above).
 

@@ -8,9 +8,6 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-from datapipe.stages.fasttext_score import FastTextModel, score_decision
-from datapipe.stages.lib import words as wd
-from datapipe.stages.lib.spans import _cached_spans, span_aggregates
 from pydantic import model_validator
 
 from datapipe.manifest.ranges import NonNegInt, PosInt, Probability, check_order
@@ -21,6 +18,9 @@ from datapipe.stage import (
     texts_in_languages,
     with_column,
 )
+from datapipe.stages.fasttext_score import FastTextModel, score_decision
+from datapipe.stages.lib import words as wd
+from datapipe.stages.lib.spans import _cached_spans, span_aggregates
 
 
 class SpanScoreConfig(StageConfig):

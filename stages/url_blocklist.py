@@ -8,8 +8,6 @@ from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
-from datapipe.stages.lib import wordlists as wl
-from datapipe.stages.lib.wordlists import shared_path
 
 from datapipe.manifest.path_settings import SharedDir, SharedFile
 from datapipe.manifest.ranges import PosInt
@@ -21,6 +19,8 @@ from datapipe.stage import (
     register,
     with_column,
 )
+from datapipe.stages.lib import wordlists as wl
+from datapipe.stages.lib.wordlists import shared_path
 
 
 def url_decision(url: str | None, host: str | None, ut1_hashes: np.ndarray, ut1_urls: frozenset[str],

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from datapipe.stages.extract import Extract, ExtractConfig
 
 from datapipe.engine.task import _rows_to_table
 from datapipe.formats.documents import PAYLOAD_FIELD, document_schema
 from datapipe.io.readers import read_input
+from datapipe.stages.extract import Extract, ExtractConfig
 
 
 def read_items(path):

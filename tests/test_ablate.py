@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from datapipe.stages.phases.tokenize.mixture import MixConfig
 
 from datapipe.ablate.manifest import Mixtures, load_ablation_manifest
 from datapipe.ablate.mixtures import candidates, grid, mixture_id
 from datapipe.engine import runner
 from datapipe.manifest.load import ManifestError, load_manifest
+from datapipe.stages.phases.tokenize.mixture import MixConfig
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "datapipe.cli.main"]

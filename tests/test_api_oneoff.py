@@ -11,10 +11,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-from datapipe.stages import get
 
 import datapipe
 from datapipe.api.stage_score import SkippedTextWarning
+from datapipe.stages import get
 
 REPO = Path(__file__).resolve().parent.parent
 GERMAN = "Der Hund schläft im Haus, und die Katze sitzt auf dem warmen Dach in der Sonne."

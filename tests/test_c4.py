@@ -3,9 +3,9 @@ import json
 
 import pyarrow as pa
 import pytest
-from datapipe.stages import c4
 
 from datapipe.stage import registry
+from datapipe.stages import c4
 
 GOOD = ("The farmers walked to their fields at dawn. The bakery sold warm bread to everyone. "
         "Children played near the old stone bridge. The river was calm in the evening. "

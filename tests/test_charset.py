@@ -9,6 +9,9 @@ import re
 from collections import Counter
 
 import pytest
+from pipeline_helpers import extract_rows, read_items
+from resiliparse.parse.encoding import detect_encoding
+
 from datapipe.stages.lib.charset import (
     CHARSET_OVERRIDE,
     decode_payload,
@@ -16,8 +19,6 @@ from datapipe.stages.lib.charset import (
     meta_charset,
     normalize_label,
 )
-from pipeline_helpers import extract_rows, read_items
-from resiliparse.parse.encoding import detect_encoding
 
 # Legacy charset -> languages whose lingua sentences it can hold.
 LEGACY = {"cp1251": ["ru", "uk", "bg", "mk", "sr", "be"], "koi8-r": ["ru"], "shift_jis": ["ja"],

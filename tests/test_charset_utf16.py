@@ -5,10 +5,10 @@ from __future__ import annotations
 import gzip
 
 import pytest
+from pipeline_helpers import extract_html, read_items
 
 from datapipe.stages.lib import charset
 from datapipe.stages.lib.charset import decode_payload
-from pipeline_helpers import extract_html, read_items
 
 
 def _page(data_dir, lang: str) -> str:

@@ -59,6 +59,7 @@ def test_check_is_remembered_across_processes_until_the_model_file_changes(tmp_p
     import shutil
 
     import pytest
+
     from datapipe.classifiers import model as loader
 
     monkeypatch.setenv("DATAPIPE_CACHE", str(tmp_path / "cache"))

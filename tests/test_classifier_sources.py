@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from datapipe.classifiers import data
 from phase3_util import cc_docs, make_run_dir
 
+from datapipe.classifiers import data
 from datapipe.cli.main import main
 from datapipe.env import shared_data
 

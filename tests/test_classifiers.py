@@ -5,13 +5,13 @@ import json
 
 import pyarrow as pa
 import pytest
+
 from datapipe.classifiers import data
 from datapipe.classifiers.model import MODELS_DIR, load_classifier, preprocess
 from datapipe.classifiers.recipes import jigsaw_metrics, obfuscate, read_jigsaw
 from datapipe.classifiers.train import auc, binary_metrics, train_binary
-from datapipe.stages.quality_classifier import QualityClassifier
-
 from datapipe.env import shared_data
+from datapipe.stages.quality_classifier import QualityClassifier
 
 CS336 = shared_data() / "golden" / "cs336_a4"
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 import yaml
-from datapipe.classifiers.model import load_classifier
 
+from datapipe.classifiers.model import load_classifier
 from datapipe.stage import registry
 
 NSFW_YES = "GO SUCK A D*CK, YOU F*CKING ADMINS... BUNCH OF HORNY C*NTS WHO GET OFF ON DELETING MY PAGES"

@@ -13,8 +13,6 @@ import os
 import time
 
 import pytest
-from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 from dedup_fixtures import write_shards
 from distributed import Client
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -22,6 +20,8 @@ from scale_corpus import make_corpus
 
 from datapipe.api.dedup import SyncClient
 from datapipe.engine.runner import local_cluster
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 
 #: Every phase-2 step of the config below, in order (cc3/cc4 and later rounds are star rounds too).
 STEPS = ["exact_map", "exact_reduce", "lines_map", "lines_reduce", "lines_edit", "bands_map", "bands_reduce",
@@ -159,10 +159,9 @@ def test_driver_crash_resumes_at_the_unfinished_step(tmp_path):
 def test_two_runs_on_one_cluster_never_share_task_keys(tmp_path):
     """Same config and sources into two directories: distinct task keys (a shared key would hand
     the second run the first run's results without writing its files)."""
+    from datapipe.engine.shuffle_store import Store
     from datapipe.stages.phases.dedup.phase import StepRunner
     from datapipe.stages.phases.dedup.steps import Ctx
-
-    from datapipe.engine.shuffle_store import Store
 
     tags = {StepRunner(None, Ctx(Store(str(tmp_path / d)), Store(str(tmp_path)), 1, CFG, 18, 7, "f" * 64), 0).tag
             for d in ("a", "b")}

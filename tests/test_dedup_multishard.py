@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from dedup_fixtures import write_shards
+
+from datapipe.env import shared_data
 from datapipe.stages.lib.minhash import shingles
 from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.phase import STATS_FILE, WORK, load_stats, run_dedup
-from dedup_fixtures import write_shards
-
-from datapipe.env import shared_data
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import xxhash
-from datapipe.stages.lib.normalize import normalize_text
-from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 from dedup_fixtures import write_shards
 from scale_corpus import vocabulary
 
 from datapipe.api.dedup import SyncClient
+from datapipe.stages.lib.normalize import normalize_text
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
 
 
 def _corpus(seed=0) -> list[dict]:

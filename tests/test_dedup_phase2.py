@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from dedup_fixtures import write_shards
+
+from datapipe.env import shared_cases, shared_data
+from datapipe.formats.documents import document_schema
 from datapipe.stages.dedup_signatures import DedupSignatures
 from datapipe.stages.lib.minhash import shingles
 from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
-from dedup_fixtures import write_shards
-
-from datapipe.env import shared_cases, shared_data
-from datapipe.formats.documents import document_schema
 
 CASES = shared_cases()
 CS336 = shared_data() / "golden" / "cs336_a4"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from datapipe.stages.dedup_signatures import signature_columns
-from datapipe.stages.phases.dedup.config import DedupConfig, MinHashConfig
 from dedup_evaluation import (
     datasketch_pairs,
     exact_jaccard,
@@ -18,6 +16,8 @@ from dedup_evaluation import (
 from distributed import Client, LocalCluster
 
 from datapipe.env import shared_data
+from datapipe.stages.dedup_signatures import signature_columns
+from datapipe.stages.phases.dedup.config import DedupConfig, MinHashConfig
 
 THRESHOLD = 0.8
 

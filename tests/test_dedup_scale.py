@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
-from datapipe.stages.phases.dedup.steps import Ctx
 from dedup_fixtures import write_shards
 from scale_corpus import make_corpus
 
 from datapipe.engine.shuffle_store import Store
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
+from datapipe.stages.phases.dedup.steps import Ctx
 
 
 @pytest.fixture(scope="module")

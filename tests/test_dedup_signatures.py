@@ -12,6 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import xxhash
+from datasketch import MinHash
+from datasketch.lsh import _optimal_param
+
+from datapipe.env import shared_cases, shared_data
 from datapipe.stages.dedup_signatures import DedupSignatures
 from datapipe.stages.lib.minhash import poly64_hash32, shingles, signatures
 from datapipe.stages.lib.normalize import normalize_lines, normalize_text
@@ -20,10 +24,6 @@ from datapipe.stages.phases.dedup.config import (
     collision_probability,
     optimal_bands_rows,
 )
-from datasketch import MinHash
-from datasketch.lsh import _optimal_param
-
-from datapipe.env import shared_cases, shared_data
 
 CASES = shared_cases()
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import run_dedup
-from datapipe.stages.phases.dedup.survivor import key_columns, sort_spec
 from dedup_fixtures import write_shards
 from pydantic import ValidationError
 
 from datapipe.api.dedup import SyncClient
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import run_dedup
+from datapipe.stages.phases.dedup.survivor import key_columns, sort_spec
 
 TEXT = " ".join(f"word{i} filler{i % 7}" for i in range(60))
 

@@ -4,18 +4,18 @@ in ``documents/`` or ``rejected/``, and ``verify_run`` refuses a run that does."
 from __future__ import annotations
 
 import pytest
-from datapipe.stages.phases.dedup.config import DedupConfig
-from datapipe.stages.phases.dedup.phase import (
-    DedupPhase,
-    remove_leftover_temps,
-    run_dedup,
-)
 from dedup_fixtures import write_shards
 from verify_util import one_task_run
 
 from datapipe.api.dedup import SyncClient
 from datapipe.engine.shuffle_store import Store
 from datapipe.engine.verify import verify_run
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import (
+    DedupPhase,
+    remove_leftover_temps,
+    run_dedup,
+)
 
 DEDUP_CHAIN = [(DedupPhase, "_filtered", "documents")]
 from datapipe.engine.ledger import InvariantError

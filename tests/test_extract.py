@@ -1,8 +1,8 @@
 """Extraction: CS336 golden output, charset cases, sandbox, and the trafilatura evaluation set."""
 
-import pytest
-from datapipe.stages.lib.charset import normalize_label
 from pipeline_helpers import extract_html
+
+from datapipe.stages.lib.charset import normalize_label
 
 
 def test_moby_matches_cs336_golden(data_dir):

@@ -168,8 +168,9 @@ def test_long_comment_section_under_an_article_still_dropped():
     assert "Paragraph 0 of the post" in out
     assert BLOG_COMMENTS[0] not in out
     # The rules of before (size-only thread rule, plain main content with comments) kept them.
-    from datapipe.stages.lib.mainblock import extract_main
     from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import extract_main
 
     assert BLOG_COMMENTS[0] in extract_main(HTMLTree.parse(html), {}, thread_schema=False, plain_comments=True)
     assert BLOG_COMMENTS[0] in extract_main(HTMLTree.parse(html), {}, plain_comments=True)
@@ -187,8 +188,9 @@ def test_keep_ratio_fallback_keeps_comments_on_pages_of_short_posts():
 
 
 def test_declares_thread_reads_microdata_and_json_ld():
-    from datapipe.stages.lib.mainblock import declares_thread
     from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import declares_thread
 
     def page(head="", body=""):
         return HTMLTree.parse(f"<html><head>{head}</head><body>{body}<p>x</p></body></html>")
@@ -208,9 +210,10 @@ def test_declares_thread_reads_microdata_and_json_ld():
 def test_comment_marks_cover_what_comments_false_drops():
     """The with-comments pass is skipped on pages without COMMENT_MARKS: that is exact only if every
     element resiliparse's comments=False drops matches them (case-insensitive class/id substrings)."""
-    from datapipe.stages.lib.mainblock import COMMENT_MARKS
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
+
+    from datapipe.stages.lib.mainblock import COMMENT_MARKS
 
     for attr in ("class='comments'", "id='Comments'", "class='UserComments'", "class='comment-list'",
                  "id='reply'", "class='post-reply x'", "class='no-comments'"):
@@ -244,14 +247,15 @@ def test_skip_bound_covers_formatting_of_minified_blocks():
     that needs ``skip_bound`` >= plain main content's length. Minified markup is the hard case: a
     newsletter box's text content ("Join us.Weekly.", 15 characters) is shorter than its formatted
     text ("\n\nJoin us.\n\nWeekly.", 19)."""
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
     from datapipe.stages.lib.mainblock import (
         SEP_PER_TAG,
         SKIP_CANDIDATES,
         guarded,
         skip_bound,
     )
-    from resiliparse.extract.html2text import extract_plain_text
-    from resiliparse.parse.html import HTMLTree
 
     box = "<div class='newsletter'><p>Join us.</p><p>Weekly.</p></div>"
     tree = HTMLTree.parse(f"<html><body><main><p>Short body text.</p>{box}</main></body></html>")
@@ -267,12 +271,12 @@ def test_skip_bound_covers_formatting_of_minified_blocks():
 def test_skip_bound_holds_on_real_pages(data_dir):
     """On real pages with a skip match (trafilatura's evaluation set; the bound was checked on all
     1,071 such pages of the repo multi-genre set too), the bound is never below plain main content."""
-    from datapipe.stages.lib.charset import decode_payload
-    from datapipe.stages.lib.mainblock import SKIP_CANDIDATES, guarded, skip_bound
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
     from datapipe import evalsets
+    from datapipe.stages.lib.charset import decode_payload
+    from datapipe.stages.lib.mainblock import SKIP_CANDIDATES, guarded, skip_bound
 
     sel, checked = guarded(SKIP_CANDIDATES), 0
     pages = evalsets.trafilatura_eval_pages(data_dir / "extraction" / "trafilatura_eval.tar.xz")

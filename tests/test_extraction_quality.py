@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from datapipe.stages.extract import extract_one
 
 from datapipe import evalsets
+from datapipe.stages.extract import extract_one
 
 # ---------------------------------------------------------------- scoring (written for this test)
 

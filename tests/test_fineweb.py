@@ -1,9 +1,9 @@
 """FineWeb rules (stages/fineweb.py): hand-worked ratios, language skips, decide()."""
 import pyarrow as pa
 import pytest
-from datapipe.stages import fineweb
 
 from datapipe.stage import registry
+from datapipe.stages import fineweb
 
 
 def run(texts, lang="en", **cfg):

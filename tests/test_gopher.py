@@ -3,9 +3,9 @@ import json
 
 import pyarrow as pa
 import pytest
-from datapipe.stages import gopher
 
 from datapipe.stage import registry
+from datapipe.stages import gopher
 
 
 def table(texts, lang="en"):
@@ -201,6 +201,7 @@ def test_stop_words_are_distinct_and_case_folded():
 def test_repetition_config_refuses_unknown_ngram_sizes():
     # Table A1 defines top n-grams for n = 2..4 and duplicate n-grams for n = 5..10 only.
     import pydantic
+
     from datapipe.stages.gopher import RepetitionConfig
 
     with pytest.raises(pydantic.ValidationError, match="top n-gram sizes must be among"):

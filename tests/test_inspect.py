@@ -162,10 +162,9 @@ def test_ledger_and_inspect_record_phase_settings_in_force(run_dir, tmp_path, ca
     chosen for ``bands: null`` was only in the phase stats."""
     import shutil
 
+    from datapipe.inspect.run_config import effective_phase_configs
     from datapipe.stages.phases.dedup.config import DedupConfig
     from datapipe.stages.phases.report import ReportConfig
-
-    from datapipe.inspect.run_config import effective_phase_configs
 
     led = json.loads((run_dir / "ledger.json").read_text())
     assert led["phase_configs"]["report"] == {"report": ReportConfig().model_dump(mode="json")}
@@ -221,9 +220,8 @@ def test_doc_near_dup_cluster(run_dir):
 def test_gopher_repetition_thresholds_for_every_signal_column():
     # Rae et al. 2021, Table A1 (the stage's defaults): one threshold per signal column, so the
     # report draws a line on every repetition histogram.
-    from datapipe.stages.gopher import GopherRepetition
-
     from datapipe.inspect.rules import column_thresholds
+    from datapipe.stages.gopher import GopherRepetition
 
     th = column_thresholds("gopher_repetition", {})
     assert set(th) == {f.name for f in GopherRepetition.fields}

@@ -1,5 +1,6 @@
 """Language ID with lid.176 (fasttext-community): CS336 expectations and cases B16/B17."""
 import pytest
+
 from datapipe.stages.langid import LangId, LangIdConfig, predict_languages
 
 

@@ -10,13 +10,13 @@ import fsspec
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from datapipe.stages.phases.tokenize.mixture import MixConfig
-from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
-from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 from distributed import Client, LocalCluster
 from phase3_util import cc_docs, make_run_dir
 
 from datapipe.loader import TokenShardDataset
+from datapipe.stages.phases.tokenize.mixture import MixConfig
+from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
+from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 
 SEQ = 63
 

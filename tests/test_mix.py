@@ -9,6 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tiktoken
+from distributed import Client, LocalCluster
+from phase3_util import cc_docs, make_run_dir
+from tiktoken.load import load_tiktoken_bpe
+
+from datapipe.env import shared_data
 from datapipe.stages.phases.tokenize.mixture import (
     DomainAssigner,
     MixConfig,
@@ -17,11 +22,6 @@ from datapipe.stages.phases.tokenize.mixture import (
 )
 from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
 from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
-from distributed import Client, LocalCluster
-from phase3_util import cc_docs, make_run_dir
-from tiktoken.load import load_tiktoken_bpe
-
-from datapipe.env import shared_data
 
 AVAIL = {"web": 1000, "wiki": 100, "code": 50}
 W = {"web": 0.6, "wiki": 0.3, "code": 0.1}

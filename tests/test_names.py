@@ -97,9 +97,8 @@ def test_stages_lists_phase_sections(capsys, monkeypatch):
     assert cli.main(["stages", "--json"]) == 0
     cat = json.loads(capsys.readouterr().out)
     secs = {s["name"]: s for s in cat if s["kind"] == "phase section"}
-    from datapipe.stages.phases.dedup.config import DedupConfig
-
     from datapipe.phase import section_classes
+    from datapipe.stages.phases.dedup.config import DedupConfig
 
     assert set(secs) == set(section_classes())
     th = next(f for f in secs["dedup"]["config"] if f["field"] == "minhash.threshold")

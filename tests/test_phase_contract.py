@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from datapipe.phase import DOCUMENTS, PHASE1_KEPT, ROLES, Dataset, Phase, phases, run_order
 from datapipe.engine.safe_paths import ENGINE_OWNED
+from datapipe.phase import DOCUMENTS, PHASE1_KEPT, ROLES, Dataset, Phase, phases, run_order
 
 REPO = Path(__file__).resolve().parent.parent
 #: The engine: everything under datapipe/ but the API wrapper of one phase (``datapipe.dedup``

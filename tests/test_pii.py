@@ -9,6 +9,8 @@ import re
 
 import pyarrow as pa
 import pytest
+
+from datapipe.env import shared_cases, shared_data
 from datapipe.stages.pii import (
     PIIMask,
     find_pii,
@@ -20,8 +22,6 @@ from datapipe.stages.pii import (
     region_for_host,
     too_much_pii,
 )
-
-from datapipe.env import shared_cases, shared_data
 
 # ---- CS336 assignment 4 (EXPECTATIONS.md) -------------------------------------------------
 

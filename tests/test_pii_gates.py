@@ -1,9 +1,8 @@
 """The PII IP gates are exact: every match of the full IPv4/IPv6 patterns contains a gate match,
 so skipping texts without one changes no span (realpages texts and hand-made addresses)."""
 
-from datapipe.stages.lib import pii_ip as P
-
 from datapipe.env import shared_data
+from datapipe.stages.lib import pii_ip as P
 
 PROBES = ["host 192.168.0.1 up", "1.2.3.4", "v1.2.3.4", "::1", "fe80::1", "2001:db8::ff00:42:8329",
           "::ffff:192.0.2.1", "a::b", "12:30:45", "1:2:3:4:5:6:7:8", "ab:cd:ef", "255.255.255.255.",

@@ -3,6 +3,7 @@ capped by a count (``max_phone_candidates``), not by a clock."""
 import time
 
 import pyarrow as pa
+
 from datapipe.stages.pii import PIIMask, TooManyCandidates, find_pii, mask_pii
 
 

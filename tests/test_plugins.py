@@ -170,7 +170,7 @@ def test_a_stage_from_a_plugin_package(plugin_client, data_dir, tmp_path, capsys
     assert res.ledger.stages["shout"].n_rejected > 0                       # the rule bites on real pages
     rej = [r for f in (out / "rejected").glob("*.parquet") for r in pq.read_table(f).to_pylist()
            if r["reject_stage"] == "shout"]
-    from shout import caps_fraction                                        # recomputed from stored text
+    from shout import caps_fraction  # recomputed from stored text
 
     assert rej and all(r["reject_reason"] == "shout:caps" and caps_fraction(r["text"]) > 0.05 for r in rej)
     before = tree(out)

@@ -4,13 +4,13 @@ import random
 
 import pyarrow as pa
 import pytest
+
 from datapipe.classifiers.model import load_classifier
 from datapipe.classifiers.recipes import obfuscate, read_jigsaw
 from datapipe.classifiers.train import auc
-from datapipe.stages.lib import wordlists as wl
-
 from datapipe.env import shared_data
 from datapipe.stage import registry
+from datapipe.stages.lib import wordlists as wl
 
 pytest.importorskip("profanity_check")
 from datapipe.stages.profanity import Profanity  # noqa: E402

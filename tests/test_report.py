@@ -9,8 +9,8 @@ from scale_helpers import SMALL_RUN_STAGES, manifest_for
 
 from datapipe.cli import main as cli
 from datapipe.engine import runner
-from datapipe.stages.phases.report import html as report
 from datapipe.manifest.load import load_manifest
+from datapipe.stages.phases.report import html as report
 
 REPO = Path(__file__).resolve().parent.parent
 

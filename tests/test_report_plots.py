@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 import pytest
-from datapipe.stages.phases.report import html as report
-from datapipe.stages.phases.report import style as S
 from matplotlib.colors import to_hex
 
 from datapipe.inspect import reader as I
+from datapipe.stages.phases.report import html as report
+from datapipe.stages.phases.report import style as S
 
 
 @pytest.fixture

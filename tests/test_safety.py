@@ -6,16 +6,16 @@ import tarfile
 import numpy as np
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
+
+from datapipe.env import shared_data
+from datapipe.stage import registry
 from datapipe.stages.fasttext_score import score_decision
 from datapipe.stages.ldnoobw import LDNOOBW, ldnoobw_decision
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.spans import span_aggregates, split_spans, split_units
 from datapipe.stages.safety import NSFW, Toxicity
 from datapipe.stages.url_blocklist import URLBlocklist, url_decision
-from pydantic import ValidationError
-
-from datapipe.env import shared_data
-from datapipe.stage import registry
 
 UT1 = shared_data() / "blocklists" / "ut1_adult_url_filterblacklistsv0_3_0.tar.gz"
 

@@ -81,13 +81,12 @@ def test_no_eval_or_dynamic_import_beyond_the_allow_lists():
 
 def test_sections_come_only_from_the_fixed_phase_list():
     """A manifest section is looked up only among the phases of the fixed PHASE_MODULES list."""
+    from datapipe.phase import phases, section_classes
     from datapipe.stages.phases import PHASE_MODULES
     from datapipe.stages.phases.dedup.config import DedupConfig
     from datapipe.stages.phases.report import ReportConfig
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
-
-    from datapipe.phase import phases, section_classes
 
     assert {p.__module__ for p in phases()} <= set(PHASE_MODULES)
     assert section_classes() == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig,

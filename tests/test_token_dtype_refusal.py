@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-from datapipe.stages.phases.tokenize.mixture import MixConfig
-from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
-from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 from distributed import Client, LocalCluster
 from phase3_util import cc_docs, make_run_dir
 
 from datapipe.env import shared_data
+from datapipe.stages.phases.tokenize.mixture import MixConfig
+from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
+from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 
 TOK = shared_data() / "tokenizers"
 

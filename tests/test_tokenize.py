@@ -8,13 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from datapipe.stages.phases.tokenize.bpe_training import train_bpe
-from datapipe.stages.phases.tokenize.tokenizer import (
-    TokenizeConfig,
-    TokenizerError,
-    load_tokenizer,
-    token_dtype,
-)
 from phase3_util import cc_docs
 from tokenizers import Tokenizer
 
@@ -22,6 +15,13 @@ from datapipe.cli.main import main as cli_main
 from datapipe.env import shared_cases
 from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.loader import TokenShardDataset
+from datapipe.stages.phases.tokenize.bpe_training import train_bpe
+from datapipe.stages.phases.tokenize.tokenizer import (
+    TokenizeConfig,
+    TokenizerError,
+    load_tokenizer,
+    token_dtype,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """``TextTokenizer.encode_docs`` (one-thread path, one-pass id array) equals tiktoken's own batch
 encoding with EOS (and BOS) added by hand."""
 import numpy as np
+
 from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
 TEXTS = ["Hello world.", "", "<|endoftext|> is plain text here", "naïve café — 日本語 😀", "a" * 3000, "\ud800 lone"]

@@ -6,6 +6,10 @@ import tempfile
 
 import pyarrow.parquet as pq
 import pytest
+from distributed import Client, LocalCluster
+from phase3_util import cc_docs, make_run_dir
+
+from datapipe.env import shared_data
 from datapipe.stages.phases.tokenize.mixture import MixConfig
 from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
 from datapipe.stages.phases.tokenize.tokenizer import (
@@ -13,10 +17,6 @@ from datapipe.stages.phases.tokenize.tokenizer import (
     TokenizerError,
     load_tokenizer,
 )
-from distributed import Client, LocalCluster
-from phase3_util import cc_docs, make_run_dir
-
-from datapipe.env import shared_data
 
 
 def _ranks_prefix(n: int) -> bytes:

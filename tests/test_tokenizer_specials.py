@@ -6,6 +6,10 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from distributed import Client, LocalCluster
+from phase3_util import cc_docs, make_run_dir
+from tokenizers import Tokenizer, processors
+
 from datapipe.stages.phases.tokenize.bpe_training import train_bpe
 from datapipe.stages.phases.tokenize.mixture import MixConfig
 from datapipe.stages.phases.tokenize.phase import run_mix_tokenize
@@ -14,9 +18,6 @@ from datapipe.stages.phases.tokenize.tokenizer import (
     TokenizerError,
     load_tokenizer,
 )
-from distributed import Client, LocalCluster
-from phase3_util import cc_docs, make_run_dir
-from tokenizers import Tokenizer, processors
 
 EOS, BOS, END = 0, 1, 2  # ids of <|endoftext|>, <s>, </s> in the tokenizer trained below
 

@@ -1,5 +1,6 @@
 """The ``topic`` stage (any fastText model -> label column) and domain rules that read it."""
 import pyarrow as pa
+
 from datapipe.stages.phases.tokenize.mixture import DomainAssigner, MixConfig
 from datapipe.stages.topic import Topic, TopicConfig
 

@@ -1,5 +1,6 @@
 """Segmentation used by the Gopher, C4 and FineWeb rules (stages/words.py)."""
 import numpy as np
+
 from datapipe.stages.lib import words as W
 
 

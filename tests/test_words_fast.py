@@ -4,6 +4,7 @@ kernels' character classes differ."""
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from datapipe.stages.lib import words as W
 
 TRICKY = ["", " ", None, "a\x0bb  c\x85d e\x1cf\x1fg", "中文 text 日本語です", "  lead and trail  ", "...", "—",

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import yaml
 
-
 from datapipe.ablate.overlap import report_lines as overlap_lines
 from datapipe.ablate.regmix import EPS
 

@@ -76,8 +76,8 @@ def _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines,
     """The DedupConfig; ValueError naming each bad setting (closest known one for a typo)."""
     from pydantic import ValidationError
 
-    from datapipe.stages.phases.dedup.config import DedupConfig
     from datapipe.manifest.suggest import config_error
+    from datapipe.stages.phases.dedup.config import DedupConfig
 
     try:
         if config is not None:

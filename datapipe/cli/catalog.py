@@ -165,8 +165,8 @@ def cmd_stages(args) -> int:
     if args.name:
         cat, secs = [s for s in cat if s["name"] == args.name], [s for s in secs if s["name"] == args.name]
         if not cat and not secs:
-            from datapipe.stages import names
             from datapipe.manifest.suggest import did_you_mean
+            from datapipe.stages import names
 
             known = names() + [s["name"] for s in section_catalog()]
             err.print(f"[bold red]error:[/] unknown stage or phase section {args.name!r}{did_you_mean(args.name, known)}; "

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from datapipe.engine.lineage import fingerprint
 from datapipe.engine.task import KINDS, common_prefix, marker_url
 from datapipe.engine.task_plan import TaskSpec, plan_specs
 from datapipe.io.parquet import fs_and_path, join, read_json
-from datapipe.engine.lineage import fingerprint
 from datapipe.phase import (
     DOCUMENTS,
     INTERMEDIATE,

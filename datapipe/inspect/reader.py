@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import yaml
 
 from datapipe.engine.ledger import Ledger
-from datapipe.manifest import yaml_guard
 from datapipe.io.parquet import fs_and_path, join, read_json
+from datapipe.manifest import yaml_guard
 
 #: Shard folders of a run and what ``--kept`` / ``--rejected`` / errors query.
 KINDS = {"kept": "documents", "rejected": "rejected", "errors": "errors"}
@@ -292,7 +292,6 @@ def where(run: Run, kind: str, expr: str, limit: int = 20, columns: list[str] | 
 def explain(stage: str | None, reason: str | None, row: dict, config: dict | None) -> dict:
     """The signal values a stage decided on and the thresholds of its config, for one row."""
     from datapipe.inspect.rules import stage_signal_columns, thresholds
-
     from datapipe.stage import registry
 
     if not stage or stage not in registry():   # read errors, rejections by a phase: no stage signals

@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import numpy as np
 import xxhash
+
 from datapipe.stages.lib.normalize import INVISIBLE, normalize_text
 
 U64 = np.uint64

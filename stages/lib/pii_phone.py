@@ -6,9 +6,10 @@ import bisect
 import re
 
 import phonenumbers
+from phonenumbers import Leniency, PhoneNumberMatcher
+
 from datapipe.stages.lib.pii_ip import _version_context
 from datapipe.stages.lib.pii_kinds import PHONE, Span
-from phonenumbers import Leniency, PhoneNumberMatcher
 
 # ---- region --------------------------------------------------------------------------------
 

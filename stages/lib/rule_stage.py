@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from datapipe.stages.lib import words as W
 
 from datapipe.stage import Stage, merge_reasons, with_column
+from datapipe.stages.lib import words as W
 
 
 class WordRuleStage(Stage):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import regex
+
 from datapipe.stages.lib import words as wd
 
 # Sentence ends as in words.py (the rule stages' segmentation), applied line by line.

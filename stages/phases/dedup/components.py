@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
+from datapipe.engine.shuffle_store import U64, partition_of
 from datapipe.stages.phases.dedup.near import write_edges
 from datapipe.stages.phases.dedup.steps import (
     EDGES,
@@ -31,8 +33,6 @@ from datapipe.stages.phases.dedup.steps import (
     pick_representatives,
     shard_of,
 )
-
-from datapipe.engine.shuffle_store import U64, partition_of
 
 MAX_ITERATIONS = 64
 LABELS = pa.schema([("node", pa.uint64()), ("comp", pa.uint64())])

@@ -5,12 +5,12 @@ from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT
-from datapipe.stages.phases.dedup.survivor import Criterion
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from datapipe.manifest.path_settings import ReadDir
 from datapipe.manifest.ranges import Seed
+from datapipe.stages.phases.dedup.survivor import DEFAULT as SURVIVOR_DEFAULT
+from datapipe.stages.phases.dedup.survivor import Criterion
 
 
 class _Strict(BaseModel):

@@ -19,6 +19,8 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from datapipe.engine.shuffle_store import U64, mix64, partition_of
 from datapipe.stages.lib.minhash import jaccard_estimate, shingle_sets
 from datapipe.stages.lib.normalize import nfkc
 from datapipe.stages.phases.dedup.steps import (
@@ -31,8 +33,6 @@ from datapipe.stages.phases.dedup.steps import (
     node_rows,
     shard_of,
 )
-
-from datapipe.engine.shuffle_store import U64, mix64, partition_of
 
 _BANDS = pa.schema([("bh", pa.uint64()), ("node", pa.uint64())])
 _SET_BLOCK = 2048   # nodes per block of a sets file (a reader fetches whole blocks)

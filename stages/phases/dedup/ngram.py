@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
+
+from datapipe.engine.shuffle_store import U64, partition_of
 from datapipe.stages.dedup_signatures import signature_columns
 from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup.steps import (
@@ -38,8 +40,6 @@ from datapipe.stages.phases.dedup.steps import (
     node_rows,
     shard_of,
 )
-
-from datapipe.engine.shuffle_store import U64, partition_of
 
 NGRAM = "dedup:ngram"
 _GRAMS = pa.schema([("g", pa.uint64()), ("key", pa.uint64()), ("node", pa.uint64()), ("id", pa.string())])

@@ -28,6 +28,12 @@ from collections import Counter
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from datapipe.engine.ledger import StageCounts
+from datapipe.engine.lineage import fingerprint as lineage_fingerprint
+from datapipe.engine.shuffle_store import Store
+from datapipe.formats.documents import null_snapshots, without_snapshots
+from datapipe.io.parquet import remove_temporaries
 from datapipe.stages.phases.dedup import components, near, ngram, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.steps import (
@@ -38,12 +44,6 @@ from datapipe.stages.phases.dedup.steps import (
     Ctx,
     drops_of,
 )
-
-from datapipe.engine.ledger import StageCounts
-from datapipe.engine.lineage import fingerprint as lineage_fingerprint
-from datapipe.engine.shuffle_store import Store
-from datapipe.formats.documents import null_snapshots, without_snapshots
-from datapipe.io.parquet import remove_temporaries
 
 SOURCE = "_filtered"  # phase-1 kept rows (datapipe.engine.task.KINDS): the default source
 DEST = "documents"    # the default destination of the kept rows

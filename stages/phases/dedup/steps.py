@@ -15,12 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
+
+from datapipe.engine.shuffle_store import FLUSH_ROWS, U64, Store, partition_of
 from datapipe.stages.dedup_signatures import signature_columns
 from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup import survivor
 from datapipe.stages.phases.dedup.config import DedupConfig
-
-from datapipe.engine.shuffle_store import FLUSH_ROWS, U64, Store, partition_of
 
 EXACT, LINES, NEAR = "dedup:exact", "dedup:lines", "dedup:near"
 _ROW_MASK = U64(0xFFFFFFFF)

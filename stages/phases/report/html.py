@@ -27,8 +27,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from datapipe.inspect import reader as I
-from datapipe.stages.phases.report import style as S
 from datapipe.io.parquet import fs_and_path, join
+from datapipe.stages.phases.report import style as S
 
 #: Integer/float signal types plotted as histograms.
 _NUMERIC = ("int", "uint", "float", "double", "halffloat")
@@ -279,11 +279,11 @@ def _tokens_chart(tk: dict) -> str:
 def _settings_html(run: I.Run) -> str:
     """Every stage's and phase section's settings as run (defaults filled in), one row each."""
     from datapipe.cli.termfmt import flat_items, short_value
-    from datapipe.stages.phases.dedup.phase import banding
     from datapipe.inspect.run_config import (
         effective_phase_configs,
         effective_stage_configs,
     )
+    from datapipe.stages.phases.dedup.phase import banding
 
     rows = []
     sections = [(sec, cfg) for secs in effective_phase_configs(run).values() for sec, cfg in (secs or {}).items()

@@ -28,6 +28,10 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from datapipe.engine.lineage import digest, fingerprint
+from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
+from datapipe.io.parquet import read_json, remove_temporaries, write_json_atomic
 from datapipe.stages.phases.tokenize.mixture import (
     DomainAssigner,
     MixConfig,
@@ -38,14 +42,11 @@ from datapipe.stages.phases.tokenize.mixture import (
 from datapipe.stages.phases.tokenize.tokenizer import (
     TextTokenizer,
     TokenizeConfig,
+    TokenizerError,
+    _bytes_sha256,
     load_tokenizer,
     resolve_files,
 )
-
-from datapipe.engine.lineage import digest, fingerprint
-from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
-from datapipe.io.parquet import read_json, remove_temporaries, write_json_atomic
-from datapipe.stages.phases.tokenize.tokenizer import TokenizerError, _bytes_sha256
 
 INDEX_FORMAT = "datapipe.tokens/1"
 WORK = "_tokenize"           # intermediate files (removed unless keep_intermediate)
