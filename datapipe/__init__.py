@@ -7,17 +7,30 @@ From Python (the CLI is ``datapipe``): ``datapipe.Pipeline`` builds and runs a j
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
 # In a checkout, stages/ and classifiers/ sit beside datapipe/ (the agreed top level) while an
-# install maps them to datapipe.stages and datapipe.classifiers (pyproject's package-dir): a plain
-# checkout on sys.path finds them one level up. Only a datapipe checkout qualifies.
-_checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.isfile(os.path.join(_checkout, "stages", "__init__.py")) and \
-        os.path.isfile(os.path.join(_checkout, "classifiers", "__init__.py")) and \
-        os.path.isfile(os.path.join(_checkout, "pyproject.toml")):
-    __path__.append(_checkout)  # noqa: F821 - the package's own __path__
+# install maps them to datapipe.stages and datapipe.classifiers (pyproject's package-dir). A plain
+# checkout on sys.path finds them through this finder, asked last (an install's own mapping wins).
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _CheckoutFinder:
+    """Finds ``datapipe.stages`` / ``datapipe.classifiers`` in the checkout's top-level folders."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        sub = name.partition("datapipe.")[2]
+        init = os.path.join(_CHECKOUT, sub, "__init__.py")
+        if sub in ("stages", "classifiers") and os.path.isfile(init):
+            return importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+        return None
+
+
+if os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")):
+    sys.meta_path.append(_CheckoutFinder())
 
 __all__ = ["DedupResult", "Pipeline", "PipelineResult", "dedup", "stages"]
 
