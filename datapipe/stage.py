@@ -77,6 +77,14 @@ class Stage:
         the stage's own error) when one cannot be resolved: the stage is then checked."""
         return None
 
+    def lineage_assets(self) -> list:
+        """Files whose *contents* decide the stage's output (models, word lists, block lists):
+        their content hash is part of the stage's lineage (``datapipe.engine.task_plan``), so a
+        model retrained in place or a list replaced reruns the stage as a fresh run would.
+        Default: ``assets()`` (none when it names none). A stage whose assets are its own code or
+        the platform's libraries (not data) returns ``[]``: its ``version`` covers code."""
+        return list(self.assets() or [])
+
     def ensure_setup(self) -> None:
         if not self._ready:
             self.setup()

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from datapipe.engine.task import KINDS, common_prefix, marker_url
-from datapipe.engine.task_plan import TaskSpec, plan_specs
+from datapipe.engine.task_plan import TaskSpec, plan_specs, stage_assets
 from datapipe.io.parquet import fs_and_path, join, read_json
-from datapipe.engine.lineage import fingerprint
+from datapipe.engine.lineage import canonical_json, fingerprint
 from datapipe.phase import (
     DOCUMENTS,
     INTERMEDIATE,
@@ -108,7 +108,8 @@ def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
                                       "limit": mi.limit}.items() if v is not None}
     split = 0 if mi.limit else mi.split_bytes  # "N records per file": a limited file is one task
     return plan_specs(inputs, manifest.output, stages, "", mi.format, mi.preset, mi.fields, split,
-                      manifest.batch_size, so, identities=ids, read_options=read_options)
+                      manifest.batch_size, so, identities=ids, read_options=read_options,
+                      assets=stage_assets(stages))
 
 
 def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
@@ -128,7 +129,12 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
     new = [next(iter(s)) for s in spec.stages]
     old = done.get("stage_names") or []
     start = k - 1
-    if start < len(new) and start < len(old) and new[start] == old[start]:
+    old_assets = done.get("stage_assets") or [None] * len(old)
+    if (start < len(new) and start < len(old) and new[start] == old[start] and spec.assets
+            and done.get("stages") and canonical_json(done["stages"][start]) == canonical_json(spec.stages[start])
+            and old_assets[start] != spec.assets[start]):
+        why = f"files of {new[start]} changed"
+    elif start < len(new) and start < len(old) and new[start] == old[start]:
         why = f"config of {new[start]} changed"
     elif start < len(new) and new[start] not in old:
         why = f"stage {new[start]} added"
@@ -242,6 +248,8 @@ def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: 
             action, why = "skip", "up to date"
         elif m.get("fingerprint") == fp:
             action, why = "run", "outputs missing"
+        elif "assets" in m and m["assets"] != ph.assets_digest():
+            action, why = "run", f"files of {ph.name} changed"
         elif m.get("config_fingerprint") != ph.config_fingerprint():
             action, why = "run", f"config of {ph.name} changed"
         elif folders is not None and m.get("folders") not in (None, list(folders)):

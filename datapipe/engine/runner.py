@@ -434,7 +434,8 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
                 continue
             rows, result_stats = res.ledger, res.stats
             write_marker(manifest.output, ph.name, {
-                "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "upstream": upstream,
+                "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "assets": ph.assets_digest(),
+                "upstream": upstream,
                 "folders": list(folders) if folders else None, "config": ph.config(), "stats": res.stats,
                 "ledger": {k: v.to_dict() for k, v in res.ledger.items()}}, so)
         for d in ph.writes:

@@ -54,17 +54,21 @@ _DETAIL_CHARS = 300
 
 
 def build_chain(stages: list[dict]) -> list[Stage]:
-    """Stage instances for a chain, cached per worker process by their configuration, set up
-    (thread-safe: one setup per cached stage)."""
+    """Stage instances for a chain, cached per worker process by their configuration and the
+    content digest of their files (``Stage.lineage_assets``: a model retrained in place is loaded
+    again by a warm worker), set up (thread-safe: one setup per cached stage)."""
+    from datapipe.engine.check_cache import assets_digest
+
     reg = registry()
     chain = []
     for item in stages:
         (name, cfg), = item.items()
-        key = json.dumps([name, cfg], sort_keys=True, default=str)
+        cls = reg[name]
+        st = cls(cls.Config(**(cfg or {})))
+        key = json.dumps([name, cfg, assets_digest(st)], sort_keys=True, default=str)
         with _CACHE_LOCK:
             if key not in _STAGE_CACHE:
-                cls = reg[name]
-                _STAGE_CACHE[key] = cls(cls.Config(**(cfg or {})))
+                _STAGE_CACHE[key] = st
                 _SETUP_LOCKS[key] = threading.Lock()
             st, lock = _STAGE_CACHE[key], _SETUP_LOCKS[key]
         with lock:
@@ -302,7 +306,7 @@ def run_file_task(spec: TaskSpec) -> dict:
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
             "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages,
-            "stage_versions": [type(st).version for st in chain], "files": files, "ledger": ledger.to_dict(), **extra}
+            "stage_versions": [type(st).version for st in chain], "stage_assets": spec.assets, "files": files, "ledger": ledger.to_dict(), **extra}
 
 
 def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:

@@ -139,7 +139,7 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     old_pos = old_rows.column(_POS).to_numpy()
     old_rows = old_rows.drop_columns([_POS])
     live = _clear(_restore_text(old_rows, editors), chain[start:])
-    unchanged = unchanged_stages(done, spec.stages)
+    unchanged = unchanged_stages(done, spec.stages, spec.assets)
     if unchanged is not None and not reusable(err, err_pos, start):
         unchanged = None
 
