@@ -232,6 +232,18 @@ class Phase:
         return all(store.exists(f"{ctx.documents_out}/{t}.parquet") for t in ctx.task_ids
                    if store.exists(f"{ctx.documents_in}/{t}.parquet"))
 
+    def foreign_files(self, ctx: PhaseContext) -> list[str]:
+        """Files (relative to the run folder) in the folders of its datasets that it did not
+        write and its run would remove or mix with its own: the plan refuses to run
+        (``PlanError``) while there are any. Per-task datasets are checked by the engine (a
+        file is ours when its task has a record); default none."""
+        return []
+
+    def replaced_files(self, ctx: PhaseContext) -> list[str]:
+        """Files (relative to the run folder) its next run removes before writing anew, which
+        ``--dry-run`` lists; default none."""
+        return []
+
     def verify(self, ctx: PhaseContext) -> dict:
         """The phase's own end-of-run check beyond the engine's (raise ``InvariantError``);
         returns the counts checked. A transform's conservation is checked by the engine."""

@@ -275,6 +275,19 @@ def common_prefix(old: list[str] | None, new: list[str] | None) -> int:
     return k
 
 
+def missing_outputs(spec: TaskSpec, done: dict) -> list[str]:
+    """The shards a success record says the task wrote that are not on disk (paths)."""
+    from datapipe.io.parquet import fs_and_path
+
+    out = []
+    for kind, written in (done.get("files") or {}).items():
+        if written and kind in KINDS:
+            fs, path = fs_and_path(join(spec.output, KINDS[kind], f"{spec.task_id}.parquet"), spec.storage_options)
+            if not fs.exists(path):
+                out.append(path)
+    return out
+
+
 def run_file_task(spec: TaskSpec) -> dict:
     """Process one input file. Returns the success record (also written to ``_tasks/``).
 
@@ -283,6 +296,8 @@ def run_file_task(spec: TaskSpec) -> dict:
     """
     marker = marker_url(spec)
     done = read_json(marker, spec.storage_options)
+    if done and missing_outputs(spec, done):
+        done = None  # a shard of it was deleted: the record proves nothing, read the file again
     if done and done.get("fingerprint") == spec.fingerprint:
         done["skipped"] = True
         _report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
