@@ -134,3 +134,35 @@ def test_dedup_reference_contents_are_in_its_fingerprint(tmp_path):
     assert DedupPhase(m).config_fingerprint() not in (fp, fp1)
     (ref / "b.parquet").unlink()
     assert DedupPhase(m).config_fingerprint() == fp1
+
+
+def _plan_action(inp: Path, out: Path, identity: str) -> str:
+    from datapipe.engine.plan import make_plan
+    from datapipe.manifest.load import validate_manifest
+
+    m = validate_manifest({"name": "t", "inputs": {"paths": [str(inp)], "identity": identity},
+                           "output": str(out), "stages": [{"gopher_quality": {"min_words": 1}}]}, "test")
+    (t,) = make_plan(m, [canonical_input(str(inp))]).tasks
+    return t.action, t.why, t.spec
+
+
+@pytest.mark.parametrize("identity, after", [("stat", "skip"), ("content", "read")])
+def test_an_input_edited_in_place_with_size_and_mtime_restored(tmp_path, identity, after):
+    """Default: path, size and mtime identify an input, so an edit that puts both back is not seen
+    (as documented). ``inputs.identity: content`` hashes the bytes: the file is read again."""
+    inp = tmp_path / "docs.jsonl"
+    _jsonl(inp)
+    out = tmp_path / "out"
+    action, _, spec = _plan_action(inp, out, identity)
+    assert action == "read"
+    run_file_task(spec)
+    assert _plan_action(inp, out, identity)[0] == "skip"
+    st = inp.stat()
+    data = inp.read_bytes()
+    inp.write_bytes(data.replace(b"Tuesday", b"Fridays"))   # same length
+    os.utime(inp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (inp.stat().st_size, inp.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    action, why, _ = _plan_action(inp, out, identity)
+    assert action == after, why
+    if identity == "content":
+        assert why == "input or read settings changed"

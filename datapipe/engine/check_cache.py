@@ -136,6 +136,18 @@ def sha256_file(path: str, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def file_sha256(path: str) -> str:
+    """sha256 of a local file, remembered by its identity on disk (``_stat_key``) in this process
+    and in ``$DATAPIPE_CACHE/file-hashes.json``."""
+    key = _stat_key(path)
+    if key not in _HASHES:
+        cached = _load_hashes().get(key)
+        _HASHES[key] = cached or sha256_file(path)
+        if cached is None:
+            _save_hashes({key: _HASHES[key]})
+    return _HASHES[key]
+
+
 def content_digest(paths) -> str:
     """One hash of what the files ``paths`` hold: ``fingerprint`` of ``[[file name, sha256], ...]``
     in the given order (folders skipped: the files in them are listed; a missing file counts as

@@ -104,7 +104,7 @@ def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
     # Defaults filled in: a default changed in code changes the fingerprint too, and spelling a
     # default out in the manifest does not.
     stages = manifest.effective_stage_configs()
-    ids = {p: input_identity(p, so) for p in inputs}
+    ids = {p: input_identity(p, so, mi.identity) for p in inputs}
     read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None),
                                       "limit": mi.limit}.items() if v is not None}
     split = 0 if mi.limit else mi.split_bytes  # "N records per file": a limited file is one task

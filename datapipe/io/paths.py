@@ -152,10 +152,15 @@ def canonical_input(path: str) -> str:
     return urlunsplit((scheme, host, p, u.query, ""))
 
 
-def input_identity(path: str, storage_options: dict | None = None) -> dict:
-    """What a phase-1 result depends on besides the configuration: canonical name, size in bytes and
-    modification time (ns for local files; ETag / Last-Modified when a remote store gives them).
-    A file replaced in place therefore reruns."""
+def input_identity(path: str, storage_options: dict | None = None, mode: str = "stat") -> dict:
+    """What a phase-1 result depends on besides the configuration (``inputs.identity``).
+
+    ``stat`` (default): canonical name, size in bytes and modification time (ns for local files;
+    ETag / Last-Modified when a remote store gives them). A file replaced or rewritten in place
+    reruns; one edited in place with its size and mtime put back (``touch -d``, ``os.utime``) does
+    not. ``content``: a local file's sha256 as well (read in full the first time, then remembered by
+    path, size, mtime, ctime and inode: a write in place moves the ctime, which ``utime`` cannot put
+    back), so any change of its bytes reruns. Remote files count by their store's identity either way."""
     import os
 
     if not is_remote(path):
@@ -163,7 +168,12 @@ def input_identity(path: str, storage_options: dict | None = None) -> dict:
             st = os.stat(path)
         except OSError:  # gone since listing: its task fails and is errored (no fingerprint to keep)
             return {"path": path, "missing": True}
-        return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        out = {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if mode == "content":
+            from datapipe.engine.check_cache import file_sha256
+
+            out["sha256"] = file_sha256(path)
+        return out
     try:
         fs, p = _fs(path, storage_options)
         info = fs.info(p)
