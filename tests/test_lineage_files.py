@@ -115,8 +115,9 @@ def test_digest_is_the_same_for_the_same_bytes_anywhere_and_reads_a_file_once(tm
 
 
 def test_dedup_reference_contents_are_in_its_fingerprint(tmp_path):
-    from datapipe.manifest.load import validate_manifest
     from datapipe.stages.phases.dedup.phase import DedupPhase
+
+    from datapipe.manifest.load import validate_manifest
 
     ref = tmp_path / "ref"
     ref.mkdir()

@@ -10,15 +10,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_rerun_lineage import WARC, assert_equals_fresh, dry_run, manifest, start_from, tree
-from test_rerun_lineage import client as client  # noqa: F401 - fixtures shared with that module
-from test_rerun_lineage import fresh as fresh  # noqa: F401
-from test_rerun_lineage import inputs as inputs  # noqa: F401
+import test_rerun_lineage as base
+from test_rerun_lineage import (
+    WARC,
+    assert_equals_fresh,
+    dry_run,
+    manifest,
+    start_from,
+    tree,
+)
 
 from datapipe.cli.main import main as cli_main
 from datapipe.engine import runner
 from datapipe.engine.plan import PlanError, make_plan
 from datapipe.io.paths import resolve_inputs
+
+client, fresh, inputs = base.client, base.fresh, base.inputs   # that module's fixtures, one fresh run
 
 
 def _cli_dry_run(capsys, man) -> tuple[int, str]:
@@ -98,9 +105,9 @@ def test_a_run_folder_inside_an_input_folder_is_skipped(inputs, fresh, tmp_path)
 
 def test_deleted_phase1_shard_and_token_shard_are_repaired(client, inputs, fresh, tmp_path, capsys):
     out = start_from(fresh, tmp_path)
-    kept = sorted((out / "_filtered").glob("*.parquet"))[0]
+    kept = min((out / "_filtered").glob("*.parquet"))
     kept.unlink()
-    shard = sorted((out / "tokens").glob("shard-*.parquet"))[-1]
+    shard = max((out / "tokens").glob("shard-*.parquet"))
     shard.unlink()
     base = manifest(inputs, out)
     text = dry_run(capsys, base, out)

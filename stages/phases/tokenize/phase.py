@@ -191,7 +191,7 @@ def token_folder_files(fs, root: str, out: str) -> tuple[list[str], list[str]]:
     ours, foreign = [], []
     for p in sorted(fs.find(out, withdirs=True)):
         rel = p[len(base):] if p.startswith(base) else p
-        name, tmp, _ = rel.partition(".tmp-")
+        name = rel.partition(".tmp-")[0]
         if fs.isdir(p):
             if not any(q.startswith(p.rstrip("/") + "/") for q in fs.find(p)):
                 foreign.append(p)   # an empty folder of someone else's
