@@ -207,12 +207,10 @@ def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -
             is_temp = bool(tmp) and TEMP_SUFFIX.fullmatch(tmp + rest) is not None
             ids = {m.group("task") for m in (rx.fullmatch(base) for rx in patterns.get(folder, patterns["_tasks"]))
                    if m}
-            if folder.startswith(INTERMEDIATE + "/"):
-                out.append(p)
-            elif is_temp and ids & known:
-                out.append(p)
-            elif ids & set(task_ids) and not tmp:   # "dedup-<id>" also reads as task "dedup-<id>"
+            if ids & set(task_ids) and not tmp:   # "dedup-<id>" also reads as task "dedup-<id>"
                 continue
+            elif folder.startswith(INTERMEDIATE + "/") or (is_temp and ids & known):
+                out.append(p)   # the versions between two transforms are the engine's own, wholly
             elif ids & known and not tmp:
                 out.append(p)
             else:
@@ -333,7 +331,8 @@ def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: 
             action, why = "skip", "up to date"
         elif m.get("fingerprint") == fp:
             action, why = "run", "outputs missing"
-        elif "assets" in m and m["assets"] != ph.assets_digest():
+        elif ("assets" in m and m["assets"] != ph.assets_digest()
+              and canonical_json(m.get("config")) == canonical_json(ph.config())):
             action, why = "run", f"files of {ph.name} changed"
         elif m.get("config_fingerprint") != ph.config_fingerprint():
             action, why = "run", f"config of {ph.name} changed"
