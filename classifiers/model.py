@@ -170,10 +170,13 @@ def load_classifier(path: str | Path, positive_label: str | None = None, preproc
     import fasttext
 
     p = resolve_model_path(path)
-    key = (str(p.resolve()), positive_label, preprocessing)
+    side = p.with_suffix(".json")
+    # the files' identity on disk too: a model retrained in place is loaded again
+    ident = [(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for st in
+             (f.stat() for f in (p, side) if f.is_file())]
+    key = (str(p.resolve()), positive_label, preprocessing, tuple(ident))
     if key in _CACHE:
         return _CACHE[key]
-    side = p.with_suffix(".json")
     meta = json.loads(side.read_text()) if side.is_file() else {}
     fasttext.FastText.eprint = lambda *a, **k: None  # silence the load-time warning on stderr
     model = fasttext.load_model(str(p))

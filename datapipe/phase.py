@@ -197,14 +197,27 @@ class Phase:
         return config
 
     def config_fingerprint(self) -> str:
-        return fingerprint(self.name, self.version, self.config())
+        """Hash of name, ``version``, ``config()`` and, when ``assets()`` names files, the content
+        digest of those files (``assets_digest``): a tokenizer or reference set replaced in place
+        reruns the phase."""
+        digest = self.assets_digest()
+        return fingerprint(self.name, self.version, self.config(), *([digest] if digest is not None else []))
+
+    def assets_digest(self) -> str | None:
+        """``datapipe.engine.check_cache.assets_digest`` of ``assets()``: a hash of the files'
+        bytes and names (no folder, no mtime), None when it names none."""
+        from datapipe.engine.check_cache import assets_digest
+
+        return assets_digest(self)
 
     def check(self) -> None:
         """Fail before any work (missing tokenizer, bad reference directory). Raise with a clear message."""
 
     def assets(self) -> list | None:
-        """Files ``check`` loads, or None: as ``Stage.assets`` (a phase naming them is checked once
-        per config and size + mtime of those files, ``datapipe.engine.check_cache``)."""
+        """Files ``check`` loads or whose contents decide the phase's output (a tokenizer, the
+        documents of reference runs), or None: a phase naming them is checked once per config and
+        size + mtime of those files (``datapipe.engine.check_cache``), and their content hash is
+        part of its fingerprint (``config_fingerprint``)."""
         return None
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
@@ -217,6 +230,18 @@ class Phase:
         store = Store(ctx.output, ctx.storage_options)
         return all(store.exists(f"{ctx.documents_out}/{t}.parquet") for t in ctx.task_ids
                    if store.exists(f"{ctx.documents_in}/{t}.parquet"))
+
+    def foreign_files(self, ctx: PhaseContext) -> list[str]:
+        """Files (relative to the run folder) in the folders of its datasets that it did not
+        write and its run would remove or mix with its own: the plan refuses to run
+        (``PlanError``) while there are any. Per-task datasets are checked by the engine (a
+        file is ours when its task has a record); default none."""
+        return []
+
+    def replaced_files(self, ctx: PhaseContext) -> list[str]:
+        """Files (relative to the run folder) its next run removes before writing anew, which
+        ``--dry-run`` lists; default none."""
+        return []
 
     def verify(self, ctx: PhaseContext) -> dict:
         """The phase's own end-of-run check beyond the engine's (raise ``InvariantError``);

@@ -70,20 +70,20 @@ class Stage:
         """Fail fast before any work (missing model, bad word list path). Default: run ``setup``."""
         self.ensure_setup()
 
-    @classmethod
-    def lineage(cls, config: dict) -> dict | None:
-        """What the stage's output depends on besides its config and ``version``, for a config dict
-        (JSON types, defaults filled in): e.g. the content hash of an index file it loads. Part of
-        the lineage fingerprints (``task_plan.stage_identity``): a new value reruns the stage and
-        what follows. None (the default): nothing else."""
-        return None
-
-    def assets(self) -> list | None:
+        def assets(self) -> list | None:
         """Paths of the files ``setup`` loads (models, word lists), or None (the default) when the
         stage does not name them. A stage that names them is checked once per size + mtime of
         those files, not in every run (``datapipe.engine.check_cache``). Raise (OSError, ValueError, or
         the stage's own error) when one cannot be resolved: the stage is then checked."""
         return None
+
+    def lineage_assets(self) -> list:
+        """Files whose *contents* decide the stage's output (models, word lists, block lists):
+        their content hash is part of the stage's lineage (``datapipe.engine.task_plan``), so a
+        model retrained in place or a list replaced reruns the stage as a fresh run would.
+        Default: ``assets()`` (none when it names none). A stage whose assets are its own code or
+        the platform's libraries (not data) returns ``[]``: its ``version`` covers code."""
+        return list(self.assets() or [])
 
     def ensure_setup(self) -> None:
         if not self._ready:

@@ -117,14 +117,6 @@ class Decontam(Stage):
     def decide(cls, signals: dict, config: DecontamConfig) -> str | None:
         return decide(signals, config)
 
-    @classmethod
-    def lineage(cls, config: dict) -> dict:
-        """The index file's content hash: a rebuilt index reruns the stage."""
-        from datapipe.stages.lib.decontam_index import content_hash
-
-        p = index_path(DecontamConfig(**config))
-        return {"index_sha256": content_hash(p) if p.is_file() else "missing"}
-
     def assets(self) -> list:
         p = index_path(self.config)
         if not p.is_file():

@@ -120,6 +120,11 @@ class Extract(Stage):
             probe.start()
             probe.close()
 
+    def lineage_assets(self) -> list:
+        """No files: its assets are the sandbox's code and resiliparse's compiled modules (they differ
+        by platform for one release); a change of what extraction yields bumps ``version``."""
+        return []
+
     def assets(self) -> list:
         """What ``check`` (the sandbox child's start) depends on besides config, code and
         interpreter (``datapipe.engine.check_cache``): the files the child starts from (the sandbox

@@ -19,7 +19,7 @@ from datapipe.models import resolve_model
 from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
 
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
-_MODELS: dict[str, object] = {}
+_MODELS: dict[tuple, object] = {}
 
 
 class LangIdConfig(StageConfig):
@@ -33,13 +33,17 @@ class LangIdConfig(StageConfig):
 
 
 def load_fasttext(path) -> object:
-    """Load a fastText model once per process (cached by path)."""
-    key = str(path)
+    """Load a fastText model once per process (cached by path and the file's identity on disk:
+    a model replaced in place is loaded again)."""
+    import os
+
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     if key not in _MODELS:
         import fasttext
 
         fasttext.FastText.eprint = lambda *a, **k: None  # silence the load-time warning
-        _MODELS[key] = fasttext.load_model(key)
+        _MODELS[key] = fasttext.load_model(str(path))
     return _MODELS[key]
 
 

@@ -418,3 +418,27 @@ def test_a_manifest_cannot_run_a_program(small_run, tmp_path):
     # from the command line it is the user's own program: accepted (load only, nothing trained here)
     m = load_ablation_manifest(_manifest(small_run, "prog2"), {"trainer.kind": "command", "trainer.command": cmd})
     assert m.trainer.command == cmd
+
+
+def test_finished_proxy_runs_are_not_reused_after_the_run_is_retokenized(ablation):
+    """The run's tokens change under a finished ablation (here: its index names another tokenizer
+    file, as a re-tokenized run's does): every proxy run trains again; the index put back, they
+    train once more for the tokens they now see, and a further rerun reuses them."""
+    from datapipe.ablate.runner import run_ablation
+
+    m, res = ablation
+    idx_path = Path(m.run) / m.tokens / "index.json"
+    original = idx_path.read_text()
+    changed = json.loads(original)
+    changed["tokenizer"]["sha256"] = "0" * 64
+    one = m.model_copy(update={"cluster": m.cluster.model_copy(update={"workers": 1})})
+    try:
+        idx_path.write_text(json.dumps(changed))
+        again = run_ablation(one, log=lambda s: None)
+        assert (again["trained"], again["skipped"]) == (3, 0)
+    finally:
+        idx_path.write_text(original)
+    back = run_ablation(one, log=lambda s: None)
+    assert (back["trained"], back["skipped"]) == (3, 0)
+    assert [r["eval"] for r in back["mixtures"]] == [r["eval"] for r in res["mixtures"]]
+    assert (run_ablation(one, log=lambda s: None)["skipped"]) == 3

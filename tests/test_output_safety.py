@@ -250,11 +250,14 @@ def test_files_datapipe_did_not_write_are_never_removed(tmp_path, data_dir):
     out = tmp_path / "out"
     for d in ("documents", "errors", "rejected"):
         (out / d).mkdir(parents=True)
+    (out / "_tasks").mkdir()
     ours = [out / "documents" / "gone-0123abcd.parquet", out / "rejected" / "dedup-gone-0123abcd-p00001.parquet",
-            out / "errors" / "gone-0123abcd.parquet.tmp-1f2e"]
+            out / "errors" / "gone-0123abcd.parquet.tmp-1f2e", out / "_tasks" / "gone-0123abcd.json",
+            out / "_tasks" / "gone-0123abcd-p00001.json"]
     for p in ours:
         p.write_bytes(b"x")
-    assert stale_files(str(out), None, {"kept-89abcdef"}) == sorted(str(p) for p in ours)
+    # records last: a run killed while removing them still knows the rest was its own
+    assert stale_files(str(out), None, {"kept-89abcdef"}) == [str(ours[i]) for i in (0, 1, 2, 4, 3)]
     mine = [out / "documents" / "notes.txt", out / "errors" / "thesis_data.parquet"]
     for p in mine:
         p.write_text("mine")

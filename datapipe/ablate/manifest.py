@@ -232,14 +232,28 @@ class AblationManifest(_Strict):
     def out_dir(self) -> str:
         return self.output or f"{self.run.rstrip('/')}/ablation/{self.name}"
 
-    def train_fingerprint(self) -> str:
-        """sha256 of what decides a proxy run's result besides its mixture (used for resume)."""
+    def train_fingerprint(self, index: dict | None = None) -> str:
+        """sha256 of what decides a proxy run's result besides its mixture (used for resume): this
+        manifest's settings and, given the run's token ``index`` (``index.json``), its identity
+        (``token_index_identity``): a run re-tokenized since (another tokenizer, other documents)
+        trains its proxies again."""
         keep = {"run": os.path.abspath(self.run), "tokens": self.tokens, "seed": self.seed,
                 "domains": sorted(self.domains) if self.domains else None,
                 "budget_tokens": self.budget_tokens, "max_epochs": self.max_epochs,
                 "heldout": self.heldout.model_dump(exclude={"overlap", "overlap_n"}),  # a check, not training "proxy": self.proxy.model_dump(),
                 "trainer": self.trainer.model_dump()}
+        if index is not None:
+            keep["tokens_index"] = token_index_identity(index)
         return digest(json.dumps(keep, sort_keys=True))
+
+
+def token_index_identity(index: dict) -> dict:
+    """What identifies a run's token shards in its ``index.json``: the tokenizer (name, files'
+    sha256, vocabulary, special ids), dtype, the config fingerprint of mix + tokenize and each
+    shard's name and sha256."""
+    return {"tokenizer": index.get("tokenizer"), "dtype": index.get("dtype"),
+            "config_fingerprint": index.get("config_fingerprint"),
+            "shards": [[s.get("path"), s.get("sha256")] for s in index.get("shards", [])]}
 
 
 def load_ablation_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = None) -> AblationManifest:

@@ -267,7 +267,7 @@ def run_ablation(m: AblationManifest, log=print, progress: bool = False) -> dict
     pool = load_pool(m.run, m.tokens, m.domains, m.heldout.fraction, m.heldout.max_tokens, m.seed)
     domains = sorted(pool.train)
     mixes = candidates(m.mixtures, domains, natural_shares(pool), m.seed)
-    key = m.train_fingerprint()
+    key = m.train_fingerprint(pool.index)  # the run's tokens too: re-tokenized, its proxies train again
     left = _other_domains(pool, domains)
     log(f"ablation {m.name}: {len(mixes)} candidate mixtures over {domains}, seeds {m.seeds}; pool from "
         f"{pool.source}; training tokens {pool.available()}"

@@ -148,6 +148,9 @@ def cmd_run(args) -> int:
         return 2
     except LedgerError as e:
         err.print(f"[bold red]ledger does not balance:[/] {e}")
+        err.print("the files on disk disagree with the run's records (one removed or changed by hand?): "
+                  "rerun with --from phase1, or --from the phase that writes them, to rebuild them",
+                  highlight=False, soft_wrap=True)
         return 3
     print_summary(out, result, manifest)
     _print_unreadable(err, result.tasks)

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from datapipe.engine.lineage import fingerprint
-from datapipe.engine.task import KINDS, common_prefix, marker_url
-from datapipe.engine.task_plan import TaskSpec, plan_specs
+from datapipe.engine.lineage import canonical_json, fingerprint
+from datapipe.engine.task import KINDS, common_prefix, marker_url, missing_outputs
+from datapipe.engine.task_plan import TaskSpec, plan_specs, stage_assets
 from datapipe.io.parquet import fs_and_path, join, read_json
 from datapipe.phase import (
     DOCUMENTS,
@@ -47,9 +47,9 @@ def task_file_patterns() -> dict[str, list[re.Pattern]]:
     out: dict[str, list[re.Pattern]] = {f: [re.compile(TASK_ID + r"\.(?:parquet|json)")] for f in TASK_FOLDERS}
     for cls in phases():
         for ds in cls.writes:
-            if ds.per_task and ds.folder in out:
+            if ds.per_task and ds.folder:   # also a phase's own per-task folder (dolma/)
                 head, _, tail = ds.pattern.partition("{task}")
-                out[ds.folder].append(re.compile(re.escape(head) + TASK_ID + re.escape(tail)))
+                out.setdefault(ds.folder, []).append(re.compile(re.escape(head) + TASK_ID + re.escape(tail)))
     return out
 
 
@@ -78,6 +78,7 @@ class RunPlan:
     stale: list[str] = field(default_factory=list)       # files of task ids no longer in the plan
     skipped_inputs: list[tuple[str, str]] = field(default_factory=list)
     duplicates: list[tuple[str, str]] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)   # files phases that run remove before writing anew
 
     @property
     def specs(self) -> list[TaskSpec]:
@@ -103,12 +104,13 @@ def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
     # Defaults filled in: a default changed in code changes the fingerprint too, and spelling a
     # default out in the manifest does not.
     stages = manifest.effective_stage_configs()
-    ids = {p: input_identity(p, so) for p in inputs}
+    ids = {p: input_identity(p, so, mi.identity) for p in inputs}
     read_options = {k: v for k, v in {"max_record_bytes": getattr(mi, "max_record_bytes", None),
                                       "limit": mi.limit}.items() if v is not None}
     split = 0 if mi.limit else mi.split_bytes  # "N records per file": a limited file is one task
     return plan_specs(inputs, manifest.output, stages, "", mi.format, mi.preset, mi.fields, split,
-                      manifest.batch_size, so, identities=ids, read_options=read_options)
+                      manifest.batch_size, so, identities=ids, read_options=read_options,
+                      assets=stage_assets(stages))
 
 
 def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
@@ -119,6 +121,10 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
         fs, p = fs_and_path(join(spec.output, "errors", f"{spec.task_id}.parquet"), spec.storage_options)
         return TaskPlan(spec, "read", "retry: no success record (failed or interrupted before)"
                         if fs.exists(p) else "input added")
+    gone = missing_outputs(spec, done)
+    if gone:
+        return TaskPlan(spec, "read", f"outputs missing ({PurePosixPath(gone[0]).parent.name}/"
+                                      f"{PurePosixPath(gone[0]).name}): file read again")
     if done.get("fingerprint") == spec.fingerprint:
         return TaskPlan(spec, "skip", "up to date")
     k = common_prefix(done.get("prefix"), spec.prefix)
@@ -128,7 +134,12 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
     new = [next(iter(s)) for s in spec.stages]
     old = done.get("stage_names") or []
     start = k - 1
-    if start < len(new) and start < len(old) and new[start] == old[start]:
+    old_assets = done.get("stage_assets") or [None] * len(old)
+    if (start < len(new) and start < len(old) and new[start] == old[start] and spec.assets
+            and done.get("stages") and canonical_json(done["stages"][start]) == canonical_json(spec.stages[start])
+            and old_assets[start] != spec.assets[start]):
+        why = f"files of {new[start]} changed"
+    elif start < len(new) and start < len(old) and new[start] == old[start]:
         why = f"config of {new[start]} changed"
     elif start < len(new) and new[start] not in old:
         why = f"stage {new[start]} added"
@@ -145,42 +156,120 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
                                           else " (stored rows re-split)"), start)
 
 
+#: What datapipe's atomic writers append to a file's name while writing it (``.tmp-<hex>``, the
+#: token-shard writer's ``.tmp-<pid>-<hex>``).
+TEMP_SUFFIX = re.compile(r"\.tmp-(?:\d+-)?[0-9a-f]+")
+
+
+def recorded_task_ids(fs, root: str) -> set[str]:
+    """Task ids this output has (or had) a record of: a success record ``_tasks/<id>.json`` or the
+    errors shard ``errors/<id>.parquet`` a task writes (a task that failed on every attempt has
+    only that). A per-task file of any other id is not ours."""
+    out = set()
+    for folder, ext in (("_tasks", ".json"), (KINDS["errors"], ".parquet")):
+        for p in fs.glob(f"{root}/{folder}/*{ext}"):
+            name = PurePosixPath(p).name
+            if re.fullmatch(TASK_ID + re.escape(ext), name):
+                out.add(name[: -len(ext)])
+    return out
+
+
+def _removal_order(path: str) -> tuple:
+    """Records last: a run killed while removing stale files leaves each task's record (the
+    proof the rest was ours) until its other files are gone."""
+    parts = PurePosixPath(path).parts
+    rank = 2 if "_tasks" in parts else 1 if KINDS["errors"] in parts[-2:-1] else 0
+    return rank, path
+
+
 def stale_files(output: str, storage_options: dict | None, task_ids: set[str]) -> list[str]:
     """Files under the task folders whose task id is not in ``task_ids`` (inputs removed), and
-    leftovers of killed writers (``*.tmp-*``, there and in ``_phases/`` and the output's top level).
+    leftovers of killed writers (``*.tmp-*``, there and in ``_phases/`` and the output's top level),
+    in removal order (success records last).
 
-    Raises PlanError, before anything is removed, when one of them is not named as datapipe names
-    its files (``notes.txt``, ``thesis.parquet`` in an existing directory given as the output):
+    A per-task file is ours only when its task id has (or had) a record (``recorded_task_ids``):
+    a name that merely looks like one (``documents/thesis-2024abcd.parquet``) is not. Raises
+    PlanError, before anything is removed, when the folders datapipe manages hold a file that is
+    not ours (``notes.txt``, ``thesis.parquet`` in an existing directory given as the output):
     removing those would delete a user's files without a word.
     """
     fs, root = fs_and_path(output, storage_options)
     root = root.rstrip("/")
     out, foreign = [], []
     patterns = task_file_patterns()
+    known = recorded_task_ids(fs, root) | set(task_ids)
     # versions of the documents between two transforms: the engine's own, wholly
-    folders = list(TASK_FOLDERS) + [p[len(root) + 1:] for p in fs.glob(f"{root}/{INTERMEDIATE}/*") if fs.isdir(p)]
+    folders = list(patterns) + [p[len(root) + 1:] for p in fs.glob(f"{root}/{INTERMEDIATE}/*") if fs.isdir(p)]
     for folder in folders:
         for p in fs.glob(f"{root}/{folder}/*"):
             name = PurePosixPath(p).name
-            own = [m for m in (rx.fullmatch(name.split(".tmp-")[0]) for rx in patterns.get(folder, patterns["_tasks"]))
-                   if m]
-            if ".tmp-" in name and (own or folder.startswith(INTERMEDIATE)):
-                out.append(p)
-            elif any(m.group("task") in task_ids for m in own):   # "dedup-<id>" also reads as task "dedup-<id>"
+            base, tmp, rest = name.partition(".tmp-")
+            is_temp = bool(tmp) and TEMP_SUFFIX.fullmatch(tmp + rest) is not None
+            ids = {m.group("task") for m in (rx.fullmatch(base) for rx in patterns.get(folder, patterns["_tasks"]))
+                   if m}
+            if ids & set(task_ids) and not tmp:   # "dedup-<id>" also reads as task "dedup-<id>"
                 continue
-            elif own:
-                out.append(p)
-            elif folder.startswith(INTERMEDIATE + "/"):
+            elif folder.startswith(INTERMEDIATE + "/") or (is_temp and ids & known):
+                out.append(p)   # the versions between two transforms are the engine's own, wholly
+            elif ids & known and not tmp:
                 out.append(p)
             else:
                 foreign.append(f"{folder}/{name}")
     # a killed run's half-written marker or ledger (write_json_atomic's temporary name)
-    out += [p for g in ("_phases/*.tmp-*", "*.tmp-*") for p in fs.glob(f"{root.rstrip('/')}/{g}") if fs.isfile(p)]
+    for g in ("_phases/*.json.tmp-*", "ledger.json.tmp-*"):
+        for p in fs.glob(f"{root}/{g}"):
+            rest = PurePosixPath(p).name.partition(".tmp-")[2]
+            if fs.isfile(p) and TEMP_SUFFIX.fullmatch(".tmp-" + rest):
+                out.append(p)
     if foreign:
         raise PlanError(f"{output} holds {len(foreign)} file(s) that datapipe did not write in the folders it "
                         f"manages ({', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''}): a run "
                         "would delete them; move them away or choose another --output")
+    return sorted(out, key=_removal_order)
+
+
+def own_folders(manifest) -> list[str]:
+    """Folders of the output (relative) that a run of ``manifest`` writes in or removes from: the
+    task folders, markers, versions of the documents and every registered phase's datasets and
+    work folders, under its present config and the one its marker recorded."""
+    out = set(TASK_FOLDERS) | {"_phases", INTERMEDIATE}
+    so = manifest.inputs.storage_options
+    for cls in phases():
+        configs = [cls(manifest).config()] if cls.enabled(manifest) else []
+        m = read_marker(manifest.output, cls.name, so)
+        if m is not None:
+            configs.append(m.get("config") or {})
+        for cfg in configs:
+            out |= {d.folder.split("/")[0] for d in cls.datasets(cfg) if d.folder}
+        out |= {w.split("/")[0] for w in cls.work}
     return sorted(out)
+
+
+def symlinked_folders(manifest) -> list[str]:
+    """Those of ``own_folders`` (and the versions of the documents under ``_documents/``) that are
+    symbolic links on a local output: a run would delete and write in the folder they point to."""
+    import os
+
+    fs, root = fs_and_path(manifest.output, manifest.inputs.storage_options)
+    proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+    if proto not in ("file", "local") or not os.path.isdir(root):
+        return []
+    names = own_folders(manifest)
+    inter = os.path.join(root, INTERMEDIATE)
+    if os.path.isdir(inter) and not os.path.islink(inter):
+        names += [f"{INTERMEDIATE}/{n}" for n in sorted(os.listdir(inter))]
+    return [n for n in names if os.path.islink(os.path.join(root, n))]
+
+
+def check_own_folders(manifest) -> None:
+    """Raise PlanError (one line) when one of the run's own folders in the output is a symlink:
+    checked before any work, so nothing is removed or written through it."""
+    links = symlinked_folders(manifest)
+    if links:
+        raise PlanError(f"{manifest.output}: {', '.join(n + '/' for n in links)} "
+                        f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'}: a run would "
+                        "delete and write files where it points; replace it with a real folder or choose "
+                        "another --output")
 
 
 def phase_leftovers(manifest) -> list[str]:
@@ -242,6 +331,9 @@ def plan_phases(manifest, lineage: dict[str, str], task_ids: list[str], forced: 
             action, why = "skip", "up to date"
         elif m.get("fingerprint") == fp:
             action, why = "run", "outputs missing"
+        elif ("assets" in m and m["assets"] != ph.assets_digest()
+              and canonical_json(m.get("config")) == canonical_json(ph.config())):
+            action, why = "run", f"files of {ph.name} changed"
         elif m.get("config_fingerprint") != ph.config_fingerprint():
             action, why = "run", f"config of {ph.name} changed"
         elif folders is not None and m.get("folders") not in (None, list(folders)):
@@ -285,6 +377,7 @@ def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] |
     unknown phase name.
     """
     names = check_phase_names(manifest, force_from, only)
+    check_own_folders(manifest)
     forced: set[str] = set(only or [])
     if force_from:   # phase1: every phase after it too, as --help says
         forced |= set(names if force_from == PHASE1 else names[names.index(force_from):])
@@ -292,10 +385,32 @@ def make_plan(manifest, inputs, force_from: str | None = None, only: list[str] |
     tasks = [_task_plan(s, force_from == PHASE1) for s in specs]
     ids = sorted(s.task_id for s in specs)
     lineage = initial_lineage(fingerprint(sorted((s.task_id, s.fingerprint) for s in specs)))
-    return RunPlan(tasks, plan_phases(manifest, lineage, ids, forced),
-                   sorted(set(stale_files(manifest.output, manifest.inputs.storage_options, set(ids)))
-                          | set(phase_leftovers(manifest))),
-                   list(getattr(inputs, "skipped", [])), list(getattr(inputs, "duplicates", [])))
+    planned = plan_phases(manifest, lineage, ids, forced)
+    stale = sorted(set(stale_files(manifest.output, manifest.inputs.storage_options, set(ids)))
+                   | set(phase_leftovers(manifest)), key=_removal_order)
+    return RunPlan(tasks, planned, stale, list(getattr(inputs, "skipped", [])),
+                   list(getattr(inputs, "duplicates", [])), phase_files(manifest, ids, planned))
+
+
+def phase_files(manifest, task_ids: list[str], planned: list[PhasePlan]) -> list[str]:
+    """Files the phases that run remove before writing anew (``Phase.replaced_files``), after
+    checking that no phase's folder holds a file it did not write (``Phase.foreign_files``:
+    PlanError naming them, before anything is removed)."""
+    enabled = [ph(manifest) for ph in phases() if ph.enabled(manifest)]
+    chain = documents_chain(enabled)
+    runs = {p.name for p in planned if p.action == "run"}
+    foreign, replaced = [], []
+    for ph in enabled:
+        ctx = phase_context(None, manifest, task_ids, {}, chain.get(ph.name))
+        foreign += ph.foreign_files(ctx)
+        if ph.name in runs:
+            replaced += ph.replaced_files(ctx)
+    if foreign:
+        raise PlanError(f"{manifest.output} holds {len(foreign)} file(s) that datapipe did not write in the "
+                        f"folders of its phases ({', '.join(sorted(foreign)[:3])}{', ...' if len(foreign) > 3 else ''})"
+                        ": a run would delete them or mix them with its output; move them away or choose "
+                        "another --output")
+    return sorted(replaced)
 
 
 def describe(plan: RunPlan) -> list[str]:
@@ -311,6 +426,9 @@ def describe(plan: RunPlan) -> list[str]:
         lines.append(f"removed (inputs no longer in the manifest, phases no longer run, or leftovers of killed "
                      f"writers): {len(plan.stale)} file(s)")
         lines += [f"  {p}" for p in plan.stale]
+    if plan.replaced:
+        lines.append(f"replaced (removed before the phases that run write them anew): {len(plan.replaced)} file(s)")
+        lines += [f"  {p}" for p in plan.replaced]
     if plan.duplicates:
         lines.append("inputs naming a file already listed (read once):")
         lines += [f"  {given} -> {canon}" for given, canon in plan.duplicates]

@@ -462,6 +462,9 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
             rows = {k: StageCounts.from_dict(v) for k, v in (m.get("ledger") or {}).items()}
             result_stats = dict(m.get("stats") or {}, skipped=True)
         else:
+            from datapipe.engine.orphans import orphaned_outputs
+
+            _remove(orphaned_outputs(ph, ctx), so)  # shards of tasks left with no rows to transform
             if "*" in ph.reads:  # it reads the ledger too: write what is known so far
                 _write_ledger(manifest, RunResult(ledger, records, manifest.output, None, time.time() - t0, stats))
             try:
@@ -473,7 +476,8 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
                 continue
             rows, result_stats = res.ledger, res.stats
             write_marker(manifest.output, ph.name, {
-                "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "upstream": upstream,
+                "fingerprint": fp, "config_fingerprint": ph.config_fingerprint(), "assets": ph.assets_digest(),
+                "upstream": upstream,
                 "folders": list(folders) if folders else None, "config": ph.config(), "stats": res.stats,
                 "ledger": {k: v.to_dict() for k, v in res.ledger.items()}}, so)
         for d in ph.writes:

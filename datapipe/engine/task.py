@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.engine.ledger import Ledger
-from datapipe.engine.task_plan import TaskSpec, stage_lineage
+from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import (
     PAYLOAD_FIELD,
     conform,
@@ -54,17 +54,21 @@ _DETAIL_CHARS = 300
 
 
 def build_chain(stages: list[dict]) -> list[Stage]:
-    """Stage instances for a chain, cached per worker process by their configuration, set up
-    (thread-safe: one setup per cached stage)."""
+    """Stage instances for a chain, cached per worker process by their configuration and the
+    content digest of their files (``Stage.lineage_assets``: a model retrained in place is loaded
+    again by a warm worker), set up (thread-safe: one setup per cached stage)."""
+    from datapipe.engine.check_cache import assets_digest
+
     reg = registry()
     chain = []
     for item in stages:
         (name, cfg), = item.items()
-        key = json.dumps([name, cfg], sort_keys=True, default=str)
+        cls = reg[name]
+        st = cls(cls.Config(**(cfg or {})))
+        key = json.dumps([name, cfg, assets_digest(st)], sort_keys=True, default=str)
         with _CACHE_LOCK:
             if key not in _STAGE_CACHE:
-                cls = reg[name]
-                _STAGE_CACHE[key] = cls(cls.Config(**(cfg or {})))
+                _STAGE_CACHE[key] = st
                 _SETUP_LOCKS[key] = threading.Lock()
             st, lock = _STAGE_CACHE[key], _SETUP_LOCKS[key]
         with lock:
@@ -271,6 +275,19 @@ def common_prefix(old: list[str] | None, new: list[str] | None) -> int:
     return k
 
 
+def missing_outputs(spec: TaskSpec, done: dict) -> list[str]:
+    """The shards a success record says the task wrote that are not on disk (paths)."""
+    from datapipe.io.parquet import fs_and_path
+
+    out = []
+    for kind, written in (done.get("files") or {}).items():
+        if written and kind in KINDS:
+            fs, path = fs_and_path(join(spec.output, KINDS[kind], f"{spec.task_id}.parquet"), spec.storage_options)
+            if not fs.exists(path):
+                out.append(path)
+    return out
+
+
 def run_file_task(spec: TaskSpec) -> dict:
     """Process one input file. Returns the success record (also written to ``_tasks/``).
 
@@ -279,6 +296,8 @@ def run_file_task(spec: TaskSpec) -> dict:
     """
     marker = marker_url(spec)
     done = read_json(marker, spec.storage_options)
+    if done and missing_outputs(spec, done):
+        done = None  # a shard of it was deleted: the record proves nothing, read the file again
     if done and done.get("fingerprint") == spec.fingerprint:
         done["skipped"] = True
         _report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
@@ -302,8 +321,7 @@ def run_file_task(spec: TaskSpec) -> dict:
 def task_record(spec: TaskSpec, chain: list[Stage], files: dict, ledger: Ledger, **extra) -> dict:
     return {"task_id": spec.task_id, "input": spec.input, "part": spec.part, "fingerprint": spec.fingerprint,
             "prefix": spec.prefix, "stage_names": [st.name for st in chain], "stages": spec.stages,
-            "stage_versions": [type(st).version for st in chain],
-            "stage_lineage": [stage_lineage(s) for s in spec.stages], "files": files, "ledger": ledger.to_dict(), **extra}
+            "stage_versions": [type(st).version for st in chain], "stage_assets": spec.assets, "files": files, "ledger": ledger.to_dict(), **extra}
 
 
 def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:

@@ -3,8 +3,8 @@
 ``plan_specs`` turns a run's inputs into ``TaskSpec``s (one per file, or per part of a splittable
 file) with readable, unique ids (``task_id_for``). Each spec carries *prefix fingerprints*:
 ``prefix[0]`` covers the schema version, the read settings and the input's identity (canonical
-name, size, mtime); ``prefix[i]`` adds the configuration (and ``Stage.version``) of stage ``i-1``
-(``stage_identity``). ``datapipe.engine.task`` compares them with a task's stored record to skip it,
+name, size, mtime); ``prefix[i]`` adds the configuration (and ``Stage.version``, and the content
+hash of its model and list files, ``Stage.lineage_assets``) of stage ``i-1`` (``stage_identity``). ``datapipe.engine.task`` compares them with a task's stored record to skip it,
 rerun only the changed tail of its chain, or read the file again; ``chain_fingerprint`` is the
 hash of a whole chain where no input identity is known.
 """
@@ -37,6 +37,7 @@ class TaskSpec:
     part: tuple[int, int] | None = None    # byte range (JSONL) or row-group range (Parquet); None = whole file
     prefix: list[str] | None = None        # prefix fingerprints (module doc); None = no retuning
     read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
+    assets: list[str | None] | None = None  # per stage: content digest of its lineage assets (None: no files)
 
 
 def stage_version(name: str) -> int:
@@ -45,22 +46,41 @@ def stage_version(name: str) -> int:
     return getattr(registry().get(name), "version", 1)
 
 
-def stage_lineage(item: dict) -> dict | None:
-    """``Stage.lineage`` of a chain item ``{name: config}`` (None for an unknown name)."""
-    (name, cfg), = item.items()
-    cls = registry().get(name)
-    return cls.lineage(cfg or {}) if cls is not None else None
-
-
-def stage_identity(item: dict) -> dict | list:
-    """What a chain item's output depends on besides its input: ``{name: config}``, and the stage
-    class's ``version`` where it is above 1 and its ``lineage`` where it has one (so that
-    fingerprints of version-1 stages without lineage stay as they were before either existed)."""
+def stage_identity(item: dict, assets: str | None = None) -> dict | list:
+    """What a chain item's output depends on besides its input: ``{name: config}``, the stage
+    class's ``version`` where it is above 1, and ``assets``, the content digest of the files it
+    loads (``stage_assets``), where it names any (so that fingerprints of version-1 stages
+    without files stay as they were)."""
     (name, _), = item.items()
-    version = stage_version(name)
-    lineage = stage_lineage(item)
-    extra = ({"version": version} if version != 1 else {}) | ({"lineage": lineage} if lineage is not None else {})
+    extra: dict = {}
+    if (version := stage_version(name)) != 1:
+        extra["version"] = version
+    if assets is not None:
+        extra["assets"] = assets
     return [item, extra] if extra else item
+
+
+def stage_assets(stages: list[dict]) -> list[str | None]:
+    """Per chain item: ``check_cache.assets_digest`` of the configured stage's ``lineage_assets``
+    (content hashes of its model and list files; None when it loads none). Cheap after the first
+    call: each file's hash is remembered by its identity on disk."""
+    from datapipe.engine.check_cache import assets_digest
+
+    reg = registry()
+    out = []
+    for item in stages:
+        (name, cfg), = item.items()
+        cls = reg.get(name)
+        if cls is None:
+            out.append(None)
+            continue
+        try:
+            st = cls(cls.Config(**(cfg or {})))
+        except ValueError:  # a bad config: the manifest check reports it
+            out.append(None)
+            continue
+        out.append(assets_digest(st))
+    return out
 
 
 def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
@@ -69,17 +89,18 @@ def chain_fingerprint(stages: list[dict], extra: dict | None = None) -> str:
                        length=16)
 
 
-def prefix_fingerprints(read_settings: dict, stages: list[dict]) -> list[str]:
+def prefix_fingerprints(read_settings: dict, stages: list[dict], assets: list[str | None] | None = None) -> list[str]:
     """``[f0, f1, ..., fn]``: ``f0`` = hash(schema version, ``read_settings``), ``fi`` = hash(f(i-1),
     ``stage_identity`` of stage i-1): a stage's new config or version changes its fingerprint and
     every later one, not the earlier ones.
 
     ``read_settings`` holds everything the read depends on: the input's identity, format, field
-    mapping, part, batch size and read options. Hex strings of 16 characters.
+    mapping, part, batch size and read options. ``assets``: per stage, the content digest of its
+    files (``stage_assets``). Hex strings of 16 characters.
     """
     out = [fingerprint({"v": SCHEMA_VERSION, "read": read_settings}, length=16)]
-    for st in stages:
-        out.append(fingerprint(out[-1], stage_identity(st), length=16))
+    for i, st in enumerate(stages):
+        out.append(fingerprint(out[-1], stage_identity(st, assets[i] if assets else None), length=16))
     return out
 
 
@@ -102,7 +123,8 @@ def task_id_for(path: str) -> str:
 def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: str, fmt: str = "auto",
                preset: str = "auto", fields: dict | None = None, split_bytes: int = 0,
                batch_size: int = 256, storage_options: dict | None = None,
-               identities: dict[str, dict] | None = None, read_options: dict | None = None) -> list[TaskSpec]:
+               identities: dict[str, dict] | None = None, read_options: dict | None = None,
+               assets: list[str | None] | None = None) -> list[TaskSpec]:
     """The phase-1 tasks for ``inputs``: one per file, or one per part of a splittable file (plain
     JSONL: byte ranges; Parquet: row groups; gzip WARC: byte ranges cut at member starts).
 
@@ -110,7 +132,8 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     the same ``split_bytes``). With ``identities`` (input -> ``input_identity``), each spec gets
     prefix fingerprints and ``fingerprint`` = the last one (lineage); otherwise ``fingerprint``
     is used as given. An input that cannot be sized (a URL answering 404 or 500, a file gone since
-    it was listed) is one task, which then errors the file with the reason. Raises ValueError for
+    it was listed) is one task, which then errors the file with the reason. ``assets``: per stage,
+    the content digest of its files (``stage_assets``), part of the prefixes. Raises ValueError for
     an unknown preset/field key or duplicate ids.
     """
     from fsspec.core import url_to_fs
@@ -151,9 +174,9 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
                         "batch_size": batch_size, "options": ro}
                 if part is not None and f in ("warc", "wet"):
                     read["part_reader"] = PART_READER_VERSION  # a change in what the part reader yields rereads parts
-                prefix = prefix_fingerprints(read, stages)
+                prefix = prefix_fingerprints(read, stages, assets)
                 fp = prefix[-1]
-            specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro))
+            specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro, assets))
     ids = [s.task_id for s in specs]
     if len(set(ids)) != len(ids):
         raise ValueError("two inputs map to the same task id")

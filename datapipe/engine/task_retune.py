@@ -44,22 +44,32 @@ _POS = "__old_position"
 _DECISIONS = ("reject_reason", "reject_stage", "error_reason", "error_stage", "duplicate_of")
 
 
-def _read(out: TaskOutputs, kind: str, present: bool) -> pa.Table | None:
-    """The stored shard of ``kind`` conformed to the new schema; None if it should exist and does not."""
+def _read(out: TaskOutputs, kind: str, present: bool, schema: pa.Schema) -> pa.Table | None:
+    """The stored shard of ``kind`` conformed to ``schema`` (the new one plus the old chain's
+    text snapshots); None if it should exist and does not."""
     if not present:
-        return out.schema.empty_table()
+        return schema.empty_table()
     fs, path = fs_and_path(out.url(kind), out.spec.storage_options)
     if not fs.exists(path):
         return None
-    return conform(pq.read_table(path, filesystem=fs), out.schema)
+    return conform(pq.read_table(path, filesystem=fs), schema)
 
 
-def _clear(t: pa.Table, stages: list[Stage]) -> pa.Table:
-    """Decision columns and the signal columns of ``stages`` set to null: the rows re-enter as a
-    fresh read would hand them to the first of those stages."""
-    cols = set(_DECISIONS) | {f.name for st in stages for f in getattr(st, "fields", [])}
+def _outputs_of(stages) -> set[str]:
+    """Columns the stages (classes or instances) write besides ``text``: signals, edited columns
+    (``lang`` for langid) and text snapshots."""
+    cols = {f.name for st in stages for f in getattr(st, "fields", [])}
     cols |= {c for st in stages for c in getattr(st, "edits", ()) if c != "text"}  # text: _restore_text
     cols |= {snapshot_column(st.name) for st in stages if "text" in getattr(st, "edits", ())}
+    return cols
+
+
+def _clear(t: pa.Table, stages: list, kept: list) -> pa.Table:
+    """Decision columns and the columns ``stages`` write (those rerun, and those of the old chain
+    from the rerun's start on, removed stages included) set to null, but for the columns the
+    stages before the start (``kept``) write: the rows re-enter as a fresh read would hand them to
+    the first stage rerun (a removed ``langid`` leaves no ``lang``)."""
+    cols = (set(_DECISIONS) | _outputs_of(stages)) - _outputs_of(kept)
     for col in sorted(cols):
         i = t.schema.get_field_index(col)
         if i >= 0:
@@ -111,7 +121,11 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
 
     reg = registry()
     editors = [n for n in old_names[start:] if n in reg and "text" in getattr(reg[n], "edits", ())]
-    stored = {k: _read(out, k, files.get(k, False)) for k in ("kept", "rejected", "errors")}
+    # the old chain's text snapshots, also those of stages no longer in the chain (text removed by
+    # a c4 taken out comes back from them), beside the new schema
+    wide = pa.schema(list(schema) + [pa.field(snapshot_column(n), pa.string()) for n in editors
+                                     if snapshot_column(n) not in schema.names])
+    stored = {k: _read(out, k, files.get(k, False), wide) for k in ("kept", "rejected", "errors")}
     kept, rej, err = stored["kept"], stored["rejected"], stored["errors"]
     if kept is None or rej is None or err is None:
         return None
@@ -138,8 +152,12 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     old_rows = canonical_order(pa.concat_tables(parts))
     old_pos = old_rows.column(_POS).to_numpy()
     old_rows = old_rows.drop_columns([_POS])
-    live = _clear(_restore_text(old_rows, editors), chain[start:])
-    unchanged = unchanged_stages(done, spec.stages)
+    old_rest = [reg[n] for n in old_names[start:] if n in reg]
+    if _outputs_of(old_rest) & _outputs_of(chain[:start]) - {"text"}:
+        return None  # a later stage rewrote a column an earlier one writes: its value before is not stored
+    live = conform(_clear(_restore_text(old_rows, editors), chain[start:] + old_rest, chain[:start]), schema)
+    old_rows = conform(old_rows, schema)
+    unchanged = unchanged_stages(done, spec.stages, spec.assets)
     if unchanged is not None and not reusable(err, err_pos, start):
         unchanged = None
 

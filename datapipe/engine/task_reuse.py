@@ -40,12 +40,13 @@ def _norm(obj):
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
-def unchanged_stages(done: dict, new_stages: list[dict]) -> list[bool] | None:
-    """Per stage of the new chain: True where the old run had the same stage with the same config
-    and the same ``Stage.version`` at the same position (records made before versions were
+def unchanged_stages(done: dict, new_stages: list[dict], new_assets: list | None = None) -> list[bool] | None:
+    """Per stage of the new chain: True where the old run had the same stage with the same config,
+    the same ``Stage.version`` and the same content digest of its files (``new_assets``,
+    ``task_plan.stage_assets``) at the same position (records made before versions were
     recorded count as version 1). None when the chains differ in names or order, or the old
     record does not hold its stage configs (made before they were recorded)."""
-    from datapipe.engine.task_plan import stage_lineage, stage_version
+    from datapipe.engine.task_plan import stage_version
 
     old = done.get("stages")
     if old is None or len(old) != len(new_stages):
@@ -55,9 +56,9 @@ def unchanged_stages(done: dict, new_stages: list[dict]) -> list[bool] | None:
         return None
     old_v = done.get("stage_versions") or [1] * len(old)
     new_v = [stage_version(next(iter(s))) for s in new]
-    old_l = done.get("stage_lineage") or [None] * len(old)
-    new_l = _norm([stage_lineage(s) for s in new])
-    return [a == b and va == vb and la == lb for a, b, va, vb, la, lb in zip(old, new, old_v, new_v, old_l, new_l)]
+    old_a = done.get("stage_assets") or [None] * len(old)
+    new_a = new_assets or [None] * len(new)
+    return [a == b and va == vb and xa == xb for a, b, va, vb, xa, xb in zip(old, new, old_v, new_v, old_a, new_a)]
 
 
 def reusable(errors: pa.Table, err_pos: np.ndarray, start: int) -> bool:

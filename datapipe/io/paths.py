@@ -152,10 +152,15 @@ def canonical_input(path: str) -> str:
     return urlunsplit((scheme, host, p, u.query, ""))
 
 
-def input_identity(path: str, storage_options: dict | None = None) -> dict:
-    """What a phase-1 result depends on besides the configuration: canonical name, size in bytes and
-    modification time (ns for local files; ETag / Last-Modified when a remote store gives them).
-    A file replaced in place therefore reruns."""
+def input_identity(path: str, storage_options: dict | None = None, mode: str = "stat") -> dict:
+    """What a phase-1 result depends on besides the configuration (``inputs.identity``).
+
+    ``stat`` (default): canonical name, size in bytes and modification time (ns for local files;
+    ETag / Last-Modified when a remote store gives them). A file replaced or rewritten in place
+    reruns; one edited in place with its size and mtime put back (``touch -d``, ``os.utime``) does
+    not. ``content``: a local file's sha256 as well (read in full the first time, then remembered by
+    path, size, mtime, ctime and inode: a write in place moves the ctime, which ``utime`` cannot put
+    back), so any change of its bytes reruns. Remote files count by their store's identity either way."""
     import os
 
     if not is_remote(path):
@@ -163,7 +168,12 @@ def input_identity(path: str, storage_options: dict | None = None) -> dict:
             st = os.stat(path)
         except OSError:  # gone since listing: its task fails and is errored (no fingerprint to keep)
             return {"path": path, "missing": True}
-        return {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        out = {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if mode == "content":
+            from datapipe.engine.check_cache import file_sha256
+
+            out["sha256"] = file_sha256(path)
+        return out
     try:
         fs, p = _fs(path, storage_options)
         info = fs.info(p)
@@ -176,6 +186,27 @@ def input_identity(path: str, storage_options: dict | None = None) -> dict:
 
 def _under(path: str, root: str | None) -> bool:
     return bool(root) and (path == root or path.startswith(root.rstrip("/") + "/"))
+
+
+def is_run_folder(fs, path: str) -> bool:
+    """True when ``path`` holds what a datapipe run writes: ``_tasks/``, or ``ledger.json`` beside
+    ``_phases/``."""
+    base = path.rstrip("/")
+    return fs.isdir(f"{base}/_tasks") or (fs.isfile(f"{base}/ledger.json") and fs.isdir(f"{base}/_phases"))
+
+
+def _run_folder_of(fs, root: str, path: str, memo: dict[str, bool]) -> str | None:
+    """The outermost folder between ``root`` (excluded: the input folder the user named) and
+    ``path`` that is a run folder (``is_run_folder``), or None. ``memo`` caches folder answers."""
+    parts = path[len(root.rstrip("/")) + 1:].split("/")[:-1]
+    d = root.rstrip("/")
+    for part in parts:
+        d = f"{d}/{part}"
+        if d not in memo:
+            memo[d] = is_run_folder(fs, d)
+        if memo[d]:
+            return d
+    return None
 
 
 class InputSet(list):
@@ -195,7 +226,9 @@ def resolve_inputs(paths: list[str], crawl: str | None = None, crawl_files: int 
     """Expand globs, directories and crawl ids into an ``InputSet`` of canonical input names.
 
     Directories expand recursively to files with a known input extension (``INPUT_EXTENSIONS``);
-    dotfiles, other files and anything under ``output`` are skipped and listed in ``skipped``.
+    dotfiles, other files, anything under ``output`` and any folder inside that holds another run's
+    output (``is_run_folder``: a run's rejected documents are no input) are skipped and listed in
+    ``skipped`` (such a run folder once, as the folder).
     Two spellings of one file (relative, absolute, symlink) are one input (``duplicates``).
     Raises InputError naming a path that matches nothing, does not exist, or lies under ``output``
     (the output of a run is never an input).
@@ -205,6 +238,7 @@ def resolve_inputs(paths: list[str], crawl: str | None = None, crawl_files: int 
     skipped: list[tuple[str, str]] = []
     dups: list[tuple[str, str]] = []
     seen: set[str] = set()
+    listed_runs: set[str] = set()
 
     def add(given: str, name: str) -> None:
         c = canonical_input(name)
@@ -239,10 +273,17 @@ def resolve_inputs(paths: list[str], crawl: str | None = None, crawl_files: int 
                                  "its own output; choose another --output")
             if fs.isdir(lp):
                 n_before = len(files)
+                runs: dict[str, bool] = {}
                 for f in sorted(fs.find(lp)):
                     name = f.split("/")[-1]
+                    run = _run_folder_of(fs, lp, f, runs)
                     if _under(canonical_input(f), out_root):
                         skipped.append((f, "inside the output directory"))
+                    elif run is not None:
+                        if run not in listed_runs:
+                            listed_runs.add(run)
+                            skipped.append((run, "a datapipe run folder (holds _tasks/, or ledger.json and "
+                                                 "_phases/): its files are a run's output, never inputs"))
                     elif name.startswith(".") or any(part.startswith(".") for part in
                                                      f[len(lp.rstrip("/")) + 1:].split("/")[:-1]):
                         skipped.append((f, "hidden file"))

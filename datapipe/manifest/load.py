@@ -73,6 +73,9 @@ class Inputs(_Strict):
     #: settings, so it is in every task's fingerprint; a limited file is one task (no split).
     limit: int | None = Field(None, ge=1)
     storage_options: dict[str, Any] = {}
+    #: What tells a rerun that an input changed: ``stat`` (path, size, mtime) or ``content`` (also
+    #: the sha256 of a local file's bytes; ``datapipe.io.paths.input_identity``).
+    identity: Literal["stat", "content"] = "stat"
 
     @field_validator("preset")
     @classmethod

@@ -110,7 +110,7 @@ class DolmaExportPhase(Phase):
     label = "export"
     sections = {}
     reads = ("documents",)
-    writes = (Dataset("dolma", EXPORT_DIR, "*.jsonl.zst", "export"),)
+    writes = (Dataset("dolma", EXPORT_DIR, "{task}.jsonl.zst", "export"),)  # one file per documents shard
 
     @classmethod
     def enabled(cls, manifest) -> bool:
@@ -120,8 +120,12 @@ class DolmaExportPhase(Phase):
         return {"source_name": self.manifest.name}
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
-        fs, root = fs_and_path(ctx.url(EXPORT_DIR), ctx.storage_options)
-        return fs.exists(root)
+        """Every documents shard of the run's tasks has its export file."""
+        fs, root = fs_and_path(ctx.output, ctx.storage_options)
+        root = root.rstrip("/")
+        return fs.exists(f"{root}/{EXPORT_DIR}") and all(
+            fs.exists(f"{root}/{EXPORT_DIR}/{t}.jsonl.zst") for t in ctx.task_ids
+            if fs.exists(f"{root}/documents/{t}.parquet"))
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
         ctx.progress("export dolma_jsonl")

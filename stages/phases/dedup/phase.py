@@ -399,6 +399,22 @@ class DedupPhase(Phase):
                 raise FileNotFoundError(f"dedup.reference_dirs: {d} is not a folder (give the documents/ "
                                         "folder of an earlier run)")
 
+    def assets(self) -> list | None:
+        """The documents shards of ``reference_dirs`` (what their documents hold decides which of
+        this run's documents are duplicates), in the order the phase lists them; None without
+        reference folders. Raises (FileNotFoundError) when one cannot be listed: ``check`` says why."""
+        cfg = self.manifest.section("dedup")
+        if cfg is None or not cfg.reference_dirs:
+            return None
+        so = self.manifest.inputs.storage_options
+        out = []
+        for d in cfg.reference_dirs:
+            store = Store(d, so)
+            proto = store.fs.protocol[0] if isinstance(store.fs.protocol, (tuple, list)) else store.fs.protocol
+            pre = "" if proto in ("file", "local") else f"{proto}://"
+            out += [pre + store.path(rel) for rel in store.glob("*.parquet")]
+        return out
+
     @classmethod
     def applied_config(cls, config: dict, stats: dict) -> dict:
         minhash = (config.get("dedup") or {}).get("minhash")
@@ -410,7 +426,8 @@ class DedupPhase(Phase):
     def run(self, ctx: PhaseContext) -> PhaseResult:
         cfg = self.manifest.section("dedup")
         counts = run_dedup(ctx.client, ctx.output, cfg, ctx.storage_options, progress=ctx.progress,
-                           task_ids=ctx.task_ids, lineage=ctx.lineage.get(DOCUMENTS.name, ""),
+                           task_ids=ctx.task_ids, lineage=lineage_fingerprint(ctx.lineage.get(DOCUMENTS.name, ""),
+                                                                              self.assets_digest()),
                            retries=self.manifest.cluster.retries, source=ctx.documents_in, dest=ctx.documents_out)
         stats = load_stats(ctx.output, ctx.storage_options)
         return PhaseResult(stats={**{k: v.to_dict() for k, v in counts.items()}, "stats": stats}, ledger=counts)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 import time
 from pathlib import Path, PurePosixPath
@@ -173,6 +174,39 @@ def _shard_cuts(keys: np.ndarray, ntok: np.ndarray, budget: int) -> list[int]:
     return [0] + sorted({int(x) for x in k[starts[1:]]})
 
 
+_SHARD_NAME = re.compile(r"shard-\d{5}\.parquet")
+
+
+def token_folder_files(fs, root: str, out: str) -> tuple[list[str], list[str]]:
+    """(ours, foreign) files under the token folder ``out`` of the run at ``root`` (paths of
+    ``fs``): ours are ``index.json``, the shards it lists and, while an unfinished phase's work
+    folder (``_tokenize/``) exists, any ``shard-NNNNN.parquet``, with the temporary files of
+    these; anything else (a user's file, a folder) is foreign and never removed."""
+    if not fs.isdir(out):
+        return [], []
+    base = out.rstrip("/") + "/"
+    try:
+        with fs.open(base + "index.json", "r") as fh:
+            index = json.load(fh)
+    except (OSError, ValueError):
+        index = None
+    listed = {"index.json"} | {s.get("path") for s in (index or {}).get("shards", []) if isinstance(s, dict)}
+    unfinished = fs.exists(f"{root.rstrip('/')}/{WORK}")
+    ours, foreign = [], []
+    for p in sorted(fs.find(out, withdirs=True)):
+        rel = p[len(base):] if p.startswith(base) else p
+        name = rel.partition(".tmp-")[0]
+        if fs.isdir(p):
+            if not any(q.startswith(p.rstrip("/") + "/") for q in fs.find(p)):
+                foreign.append(p)   # an empty folder of someone else's
+            continue
+        if name in listed or (unfinished and _SHARD_NAME.fullmatch(name)):
+            ours.append(p)
+        else:
+            foreign.append(p)
+    return ours, foreign
+
+
 def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeConfig,
                      storage_options: dict | None = None, progress=None, reuse: bool = True) -> dict:
     """Run phase 3 over ``run_dir/documents/*.parquet`` on the Dask ``client``; return counts.
@@ -204,8 +238,13 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
         if done.get("fingerprint") == fp:
             return done["result"] | {"skipped": True}
     work = f"{root}/{WORK}/{fp[:16]}"
-    if fs.exists(out):  # an unfinished or outdated phase 3: its shards are not trusted
-        fs.rm(out, recursive=True)
+    # an unfinished or outdated phase 3: its shards are not trusted; only files it wrote go
+    ours, foreign = token_folder_files(fs, root, out)
+    if foreign:
+        raise ValueError(f"{out} holds {len(foreign)} file(s) that datapipe did not write (e.g. {foreign[0]}): "
+                         "move them away or set tokenize.output to another folder")
+    for p in ours:
+        fs.rm(p)
     for d in (f"{work}/enc", f"{work}/sampled", out):
         fs.makedirs(d, exist_ok=True)
     names = [PurePosixPath(p).stem for p in inputs]
@@ -321,8 +360,28 @@ class TokenizePhase(Phase):
         return resolve_files(self._configs()[1])[1]
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
-        fs, root = fsspec.core.url_to_fs(ctx.url(self._configs()[1].output, "index.json"), **ctx.storage_options)
-        return fs.exists(root)
+        """``index.json`` and every shard it lists are on disk."""
+        folder = self._configs()[1].output
+        index = read_json(ctx.url(folder, "index.json"), ctx.storage_options)
+        if index is None:
+            return False
+        fs, root = fsspec.core.url_to_fs(ctx.url(folder), **ctx.storage_options)
+        return all(fs.exists(f"{root}/{s['path']}") for s in index.get("shards", []))
+
+    def _folder_files(self, ctx: PhaseContext) -> tuple[list[str], list[str]]:
+        fs, root = fsspec.core.url_to_fs(ctx.output, **ctx.storage_options)
+        ours, foreign = token_folder_files(fs, root, f"{root.rstrip('/')}/{self._configs()[1].output}")
+        rel = len(root.rstrip("/")) + 1
+        return [p[rel:] for p in ours], [p[rel:] for p in foreign]
+
+    def foreign_files(self, ctx: PhaseContext) -> list[str]:
+        """Files in the token folder that are not ``index.json``, a shard it lists or a shard of
+        an unfinished run (``token_folder_files``)."""
+        return self._folder_files(ctx)[1]
+
+    def replaced_files(self, ctx: PhaseContext) -> list[str]:
+        """The index and shards a rerun removes before writing new ones."""
+        return self._folder_files(ctx)[0]
 
     @classmethod
     def datasets(cls, config: dict) -> tuple[Dataset, ...]:
