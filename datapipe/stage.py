@@ -70,7 +70,7 @@ class Stage:
         """Fail fast before any work (missing model, bad word list path). Default: run ``setup``."""
         self.ensure_setup()
 
-        def assets(self) -> list | None:
+    def assets(self) -> list | None:
         """Paths of the files ``setup`` loads (models, word lists), or None (the default) when the
         stage does not name them. A stage that names them is checked once per size + mtime of
         those files, not in every run (``datapipe.engine.check_cache``). Raise (OSError, ValueError, or
