@@ -76,7 +76,7 @@ def test_presets_differ_where_their_recipes_do(tmp_path):
         (tmp_path / f"{p}.yaml").write_text(render(p))
         ms[p] = load_manifest(tmp_path / f"{p}.yaml")
     cfg = {p: {next(iter(s)): next(iter(s.values())) for s in m.stages} for p, m in ms.items()}
-    assert cfg["c4"]["langid"]["min_score"] == 0.99 and cfg["c4"]["extract"]["main_content"] is False
+    assert cfg["c4"]["langid"]["min_score"] == 0.65 and cfg["c4"]["extract"]["main_content"] is False
     assert ms["c4"].section("dedup").lines.enabled and not ms["c4"].section("dedup").minhash.enabled
     assert ms["fineweb"].section("dedup").minhash.band_rows() == (14, 8)
     assert "fineweb" in cfg["fineweb"] and "quality_classifier" in cfg["dclm"]

@@ -42,7 +42,8 @@ def test_code_named_as_a_section_is_refused(tmp_path):
         load_manifest(p)
     msg = str(e.value)
     assert ":3: os.system: unknown setting 'os.system'" in msg
-    assert "phase sections: dedup, mix, tokenize" in msg
+    # the sections of registered phases only (a plugin another test installed may add its own)
+    assert re.search(r"phase sections: dedup, (\w+, )*mix, tokenize", msg), msg
 
 
 def test_python_yaml_tags_are_not_executed(tmp_path):
@@ -88,7 +89,10 @@ def test_sections_come_only_from_the_fixed_phase_list():
     from datapipe.stages.phases.tokenize.mixture import MixConfig
     from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig
 
-    assert {p.__module__ for p in phases()} <= set(PHASE_MODULES)
+    # built-in phases come from the fixed list; others only from an installed package's entry
+    # point (datapipe.plugins), never from a manifest
+    builtin = {p.__module__ for p in phases() if p.__module__.startswith("datapipe.")}
+    assert builtin <= set(PHASE_MODULES)
     assert section_classes() == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig,
                                  "report": ReportConfig}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -169,9 +170,10 @@ def cmd_stages(args) -> int:
             from datapipe.stages import names
 
             known = names() + [s["name"] for s in section_catalog()]
-            err.print(f"[bold red]error:[/] unknown stage or phase section {args.name!r}{did_you_mean(args.name, known)}; "
-                      f"stages: {', '.join(names())}; phase sections: {', '.join(s['name'] for s in section_catalog())}",
-                      highlight=False, markup=False)
+            err.print("[bold red]error:[/] " + escape(
+                f"unknown stage or phase section {args.name!r}{did_you_mean(args.name, known)}; "
+                f"stages: {', '.join(names())}; phase sections: {', '.join(s['name'] for s in section_catalog())}"),
+                highlight=False)
             return 2
     if args.json:
         sys.stdout.write(json.dumps(cat + secs, indent=2) + "\n")

@@ -90,9 +90,9 @@ dedup:
 stages:
   - extract:                      # C4 started from WET text: the whole page, not main content
       main_content: false
-  - langid:                       # C4 kept pages langdetect calls English with p >= 0.99
-      languages: [en]
-      min_score: 0.99
+  - langid:                       # C4 kept pages langdetect calls English with p >= 0.99; lid.176
+      languages: [en]             # scores the same pages lower (0.99 kept none of the sample's
+      min_score: 0.65             # English pages): the threshold of the other presets
   - c4: {}                        # every C4 rule: lines with terminal punctuation and >= 3 words,
                                   # no javascript/policy/lorem ipsum/curly brackets, >= 5 sentences,
                                   # no LDNOOBW bad word (max_bad_words: 0)
