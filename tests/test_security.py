@@ -93,8 +93,8 @@ def test_sections_come_only_from_the_fixed_phase_list():
     # point (datapipe.plugins), never from a manifest
     builtin = {p.__module__ for p in phases() if p.__module__.startswith("datapipe.")}
     assert builtin <= set(PHASE_MODULES)
-    assert section_classes() == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig,
-                                 "report": ReportConfig}
+    mine = {k: v for k, v in section_classes().items() if v.__module__.startswith("datapipe.")}
+    assert mine == {"dedup": DedupConfig, "mix": MixConfig, "tokenize": TokenizeConfig, "report": ReportConfig}
 
 
 # ------------------------------------------------------------------ names stay inside the output
