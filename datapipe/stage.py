@@ -15,8 +15,12 @@ batches except for models, which ``setup()`` loads once per worker process.
 """
 from __future__ import annotations
 
-from typing import ClassVar
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
 
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
@@ -30,6 +34,150 @@ class StageConfig(BaseModel):
     """Base class of every stage config: unknown keys are an error (typos must not pass silently)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One decision rule of a stage, as data: reject a document with ``reason`` when its stored
+    signal ``column`` compares ``op`` with the rule's limit (``value < limit`` for ``"<"``).
+
+    The limit is the config field ``threshold`` (``config.<threshold>[key]`` for tables such as
+    Gopher's per-n n-gram thresholds; for ``by_lang``, a config field mapping a language code to its
+    own limit, the row's ``lang`` is looked up there first), or the fixed ``value`` when no field
+    holds it. A null (or NaN) signal never rejects: the rule does not apply to that document. A
+    limit of None switches the rule off, and so does a false ``switch`` (a boolean config field).
+    ``zero_passes``: a boolean config field; when true, a signal of exactly 0 never rejects.
+    ``languages``: a config field listing the languages the rule applies to (empty: all; a row
+    without ``lang`` is decided). ``only_if``: ``(config field, value)``; the rule is off unless the
+    field holds that value (a mode such as decontam's ``action``). ``requires``: further rules that
+    must all reject too (a conjunction; their own reasons are unused). ``reason_from``: a stored list
+    column whose first item ends the reason (``decontam:<benchmark>``); an empty list never rejects. ``datapipe inspect --what-if``, the report's threshold lines and
+    ``datapipe stages`` read these declarations (``Stage.rules``).
+    """
+
+    reason: str
+    column: str
+    op: Literal["<", ">", ">=", "==", "not in"]
+    threshold: str | None = None
+    value: float | str | None = None
+    key: int | None = None
+    switch: str | None = None
+    zero_passes: str | None = None
+    by_lang: str | None = None
+    languages: str | None = None
+    only_if: tuple[str, str] | None = None
+    requires: tuple[Rule, ...] = ()
+    reason_from: str | None = None
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The config fields this rule reads, its threshold first."""
+        fields = (self.threshold, self.by_lang, self.switch, self.zero_passes, self.languages,
+                  self.only_if[0] if self.only_if else None, *(f for r in self.requires for f in r.params))
+        return tuple(dict.fromkeys(f for f in fields if f))
+
+    def describe(self) -> str:
+        """The rule in words: ``gopher_word_count < min_words``, ``c4_lorem_ipsum > 0 if filter_lorem_ipsum``."""
+        limit = self.threshold + (f"[{self.key}]" if self.key is not None else "") if self.threshold else repr(self.value)
+        text = f"{self.column} {self.op} {limit}"
+        if self.by_lang:
+            text += f" (per language: {self.by_lang})"
+        if self.zero_passes:
+            text += f", 0 passes if {self.zero_passes}"
+        if self.switch:
+            text += f" if {self.switch}"
+        if self.languages:
+            text += f", for {self.languages}"
+        for r in self.requires:
+            text += f" and {r.describe()}"
+        if self.only_if:
+            text += f" if {self.only_if[0]} == {self.only_if[1]!r}"
+        return text
+
+    def columns(self) -> tuple[str, ...]:
+        """The stored columns this rule reads."""
+        cols = (self.column, self.reason_from, *(c for r in self.requires for c in r.columns()))
+        return tuple(dict.fromkeys(c for c in cols if c))
+
+    def reason_for(self, signals: dict, config) -> str | None:
+        """This rule's reason for one document's ``signals`` (column -> value), or None when it keeps."""
+        lang = signals.get("lang")
+        if not self.rejects(signals.get(self.column), config, lang):
+            return None
+        if not all(r.rejects(signals.get(r.column), config, lang) for r in self.requires):
+            return None
+        if self.reason_from is None:
+            return self.reason
+        names = signals.get(self.reason_from)
+        return f"{self.reason}:{names[0]}" if names is not None and len(names) else None
+
+    def limit(self, config, lang: str | None = None):
+        """The limit under ``config`` for a row of language ``lang``; None when the rule is off."""
+        if self.switch and not getattr(config, self.switch):
+            return None
+        if self.only_if and getattr(config, self.only_if[0]) != self.only_if[1]:
+            return None
+        if self.threshold is None:
+            return self.value
+        lim = getattr(config, self.threshold)
+        if self.key is not None:
+            lim = lim.get(self.key) if lim is not None else None
+        if self.by_lang and lang is not None:
+            lim = getattr(config, self.by_lang).get(lang, lim)
+        return lim
+
+    def applies(self, config, lang: str | None) -> bool:
+        """False when ``languages`` leaves a row of language ``lang`` out."""
+        langs = getattr(config, self.languages) if self.languages else None
+        return not langs or lang is None or lang in langs
+
+    def rejects(self, value, config, lang: str | None = None) -> bool:
+        """Whether one document's stored ``value`` of ``column`` is rejected under ``config``."""
+        if value is None or (isinstance(value, float) and math.isnan(value)) or not self.applies(config, lang):
+            return False
+        lim = self.limit(config, lang)
+        if lim is None:
+            return False
+        if self.zero_passes and getattr(config, self.zero_passes) and value == 0:
+            return False
+        return bool(_compare(self.op, value, lim))
+
+    def rejects_array(self, values: np.ndarray, config) -> np.ndarray:
+        """``rejects`` over a float array (NaN = null) for a batch; ``languages``, ``by_lang`` and
+        ``"not in"`` need the row's language and are not evaluated here (ValueError)."""
+        if self.languages or self.by_lang or self.op == "not in" or self.requires or self.reason_from:
+            raise ValueError(f"rule {self.reason} needs each row's language: decide it row by row")
+        lim = self.limit(config)
+        v = np.asarray(values, dtype=np.float64)
+        if lim is None:
+            return np.zeros(len(v), dtype=bool)
+        with np.errstate(invalid="ignore"):
+            hit = np.asarray(_compare(self.op, v, lim), dtype=bool) & ~np.isnan(v)
+        if self.zero_passes and getattr(config, self.zero_passes):
+            hit &= v != 0
+        return hit
+
+
+def _compare(op: str, value, limit):
+    if op == "<":
+        return value < limit
+    if op == ">":
+        return value > limit
+    if op == ">=":
+        return value >= limit
+    if op == "==":
+        return value == limit
+    return value not in limit
+
+
+def first_reason(rules, signals: dict, config) -> str | None:
+    """The reason of the first of ``rules`` that rejects one document's ``signals`` (column ->
+    value, ``lang`` among them where rules are per language), or None to keep."""
+    for rule in rules:
+        reason = rule.reason_for(signals, config)
+        if reason is not None:
+            return reason
+    return None
 
 
 class Stage:
@@ -93,15 +241,19 @@ class Stage:
     def __call__(self, batch: pa.Table) -> pa.Table:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    #: True when ``decide`` can recompute the stage's verdict from its stored signals alone.
-    recomputable: ClassVar[bool] = False
+    #: The stage's decision rules on its stored signals, in the order they are tried (the first
+    #: that rejects gives the reason). Empty for stages that decide from the page itself or from
+    #: lists (``extract``, ``url_blocklist``): those cannot be recomputed from stored signals.
+    rules: ClassVar[tuple[Rule, ...]] = ()
 
     @classmethod
     def decide(cls, signals: dict, config: StageConfig) -> str | None:
-        """The stage's rule on one row of stored signals (column -> value): its ``reject_reason``,
-        or None to keep. Used by ``datapipe inspect --what-if`` to retune without rerunning.
-        Raises NotImplementedError for stages that decide from the page itself (``recomputable`` False)."""
-        raise NotImplementedError(f"stage {cls.name} decides from the page, not from stored signals")
+        """The stage's verdict on one row of stored signals (column -> value) under ``config``: the
+        ``reject_reason`` of the first of ``rules`` that rejects, or None to keep. ``datapipe
+        inspect --what-if`` retunes with it without rerunning. NotImplementedError without rules."""
+        if not cls.rules:
+            raise NotImplementedError(f"stage {cls.name} decides from the page, not from stored signals")
+        return first_reason(cls.rules, signals, config)
 
     def apply(self, data, lang=None, url=None, **columns) -> pa.Table:
         """This stage on plain data, outside a run: texts (or HTML for ``extract``), a table or
@@ -121,8 +273,6 @@ class Stage:
 def folder_assets(folder) -> list:
     """A word-list folder as assets: the folder (its mtime moves when a file is added or removed)
     and every file under it. Raises FileNotFoundError when it is not a folder."""
-    from pathlib import Path
-
     d = Path(folder)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: not a folder")

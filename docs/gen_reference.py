@@ -73,16 +73,14 @@ def _table(rows, head=("setting", "type", "default", "range", "description")) ->
 
 
 def stage_reasons(cls, doc: str) -> list[tuple[str, str, str]]:
-    """``(reason, signal column, settings)`` of a stage: its rule tables (``inspect_rules``), then
-    every ``name:rule`` its docstrings name."""
-    from datapipe.inspect.rules import rule_tables
-
+    """``(reason, rule, settings)`` of a stage: its declared rules (``Stage.rules``), then every
+    ``name:rule`` its docstrings name."""
     out, seen = [], set()
-    for reason, column, params, _ in rule_tables(cls):
-        full = reason if ":" in reason else f"{cls.name}:{reason}"
+    for rule in cls.rules:
+        full = rule.reason + (f":<{rule.reason_from}[0]>" if rule.reason_from else "")
         if full not in seen:
             seen.add(full)
-            out.append((full, column or "", ", ".join(params) if isinstance(params, (list, tuple)) else str(params or "")))
+            out.append((full, rule.describe(), ", ".join(rule.params)))
     text = doc + "\n" + (sys.modules[cls.__module__].__doc__ or "")
     for m in re.finditer(rf"\b{re.escape(cls.name)}:([a-z0-9_]+)\b", text):
         full = f"{cls.name}:{m.group(1)}"
@@ -117,10 +115,10 @@ def stage_page(st: dict, cls) -> str:
     lines += ["", "## Reasons", ""]
     if reasons:
         lines += _table([(f"`{r}`", f"`{c}`" if c else "", p) for r, c, p in reasons],
-                        head=("reject reason", "signal", "settings"))
+                        head=("reject reason", "rejects when", "settings"))
     else:
         lines.append("This stage adds signals only (or its reasons are not listed in its docstring).")
-    recomputable = getattr(cls, "recomputable", False) or hasattr(cls, "column")
+    recomputable = bool(cls.rules)
     lines += ["", f"`datapipe inspect --what-if` can recompute its decisions: {'yes' if recomputable else 'no'}.",
               "", "## Docstring", "", "```text", st["doc"] or "(none)"]
     if st["config_doc"]:

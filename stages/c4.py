@@ -54,6 +54,7 @@ from datapipe.env import shared_data
 from datapipe.manifest.path_settings import ReadDir
 from datapipe.manifest.ranges import NonNegInt
 from datapipe.stage import (
+    Rule,
     Stage,
     StageConfig,
     folder_assets,
@@ -99,18 +100,13 @@ FIELDS = [
     pa.field("c4_bad_word_count", pa.int64()),
 ]
 
-RULES = [
-    ("c4:lorem_ipsum", "c4_lorem_ipsum", (), lambda v, c: (v > 0) & c.filter_lorem_ipsum),
-    ("c4:curly_bracket", "c4_curly_bracket", (), lambda v, c: (v > 0) & c.filter_curly_bracket),
-    ("c4:bad_words", "c4_bad_word_count", (), lambda v, c: (v > c.max_bad_words) & c.filter_bad_words),
-    ("c4:min_sentences", "c4_sentence_count", ("min_sentences",), lambda v, c: v < c.min_sentences),
-]
-
-
-def decide(signals: dict, config: C4Config | None = None) -> str | None:
-    """Page-level verdict from stored ``c4_*`` columns of one document (None = keep)."""
-    config = config or C4Config()
-    return W.first_reason(RULES, signals, config)
+#: The page-level rules, in order (the line filters change the text and are not replayed).
+RULES = (
+    Rule("c4:lorem_ipsum", "c4_lorem_ipsum", ">", value=0, switch="filter_lorem_ipsum"),
+    Rule("c4:curly_bracket", "c4_curly_bracket", ">", value=0, switch="filter_curly_bracket"),
+    Rule("c4:bad_words", "c4_bad_word_count", ">", "max_bad_words", switch="filter_bad_words"),
+    Rule("c4:min_sentences", "c4_sentence_count", "<", "min_sentences"),
+)
 
 
 class BadWords:
@@ -209,13 +205,9 @@ class C4(Stage):
     version = 2  # 2: the curly-bracket reason is c4:curly_bracket (was c4_curly_bracket)
     edits = ("text",)  # line filters drop lines
     reads = ("lang",)  # the bad-words rule and sentence ends are per language
-    recomputable = True
-
-    @classmethod
-    def decide(cls, signals: dict, config: C4Config) -> str | None:
-        return decide(signals, config)
     Config = C4Config
     fields = FIELDS
+    rules = RULES
 
     def _bad_words_dir(self) -> Path:
         return Path(self.config.bad_words_dir) if self.config.bad_words_dir else shared_data() / "wordlists" / "ldnoobw"

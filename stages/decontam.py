@@ -35,7 +35,7 @@ import pyarrow as pa
 from datapipe.env import models_dir
 from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import ModelError
-from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stage import Rule, Stage, StageConfig, merge_reasons, register, with_column
 
 #: File name of the default index in the models folder.
 DEFAULT_INDEX = "decontam_index.npz"
@@ -60,14 +60,16 @@ def index_path(config: DecontamConfig) -> Path:
     return Path(config.index) if config.index else models_dir() / DEFAULT_INDEX
 
 
-def decide(signals: dict, config: DecontamConfig) -> str | None:
-    """Verdict from stored ``decontam_*`` signals of one document (None = keep)."""
-    benches = signals.get("decontam_benchmarks") or []
-    if config.action == "signals" or not benches or (signals.get("decontam_ngrams") or 0) < config.min_ngrams:
-        return None
-    if config.action == "drop" or (signals.get("decontam_share") or 0.0) >= config.drop_share:
-        return f"decontam:{benches[0]}"
-    return None
+#: ``drop``: any document with ``min_ngrams`` matched n-gram runs; ``remove``: one whose matched
+#: paragraphs hold ``drop_share`` or more of it; ``signals``: none. The reason names the benchmark
+#: with the most matches (``decontam:<benchmark>``).
+ENOUGH_NGRAMS = Rule("decontam", "decontam_ngrams", ">=", "min_ngrams")
+RULES = (
+    Rule("decontam", "decontam_ngrams", ">=", "min_ngrams", only_if=("action", "drop"),
+         reason_from="decontam_benchmarks"),
+    Rule("decontam", "decontam_share", ">=", "drop_share", only_if=("action", "remove"),
+         requires=(ENOUGH_NGRAMS,), reason_from="decontam_benchmarks"),
+)
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -104,7 +106,7 @@ class Decontam(Stage):
     name = "decontam"
     Config = DecontamConfig
     edits = ("text",)  # ``remove`` cuts paragraphs
-    recomputable = True
+    rules = RULES
     fields = [
         pa.field("decontam_ngrams", pa.int32()),
         pa.field("decontam_benchmarks", pa.list_(pa.string())),
@@ -112,10 +114,6 @@ class Decontam(Stage):
         pa.field("decontam_spans", pa.list_(SPAN)),
         pa.field("decontam_share", pa.float32()),
     ]
-
-    @classmethod
-    def decide(cls, signals: dict, config: DecontamConfig) -> str | None:
-        return decide(signals, config)
 
     def assets(self) -> list:
         p = index_path(self.config)
@@ -184,7 +182,7 @@ class Decontam(Stage):
         reasons = []
         for s, share in zip(sig, shares):
             row = {"decontam_benchmarks": s["benchmarks"], "decontam_ngrams": s["ngrams"], "decontam_share": share}
-            reasons.append(decide(row, cfg))
+            reasons.append(self.decide(row, cfg))
         # A rejected document keeps the text that was judged (as C4 does).
         new_texts = [t if r is None else old for t, old, r in zip(new_texts, texts, reasons)]
         batch = with_column(batch, "decontam_ngrams", [s["ngrams"] for s in sig], pa.int32())

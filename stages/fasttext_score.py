@@ -1,8 +1,7 @@
-"""Whole-text fastText score stages: the base class, its decision rule, the model-loading mixin and
-the asset list.
+"""Whole-text fastText score stages: the base class, the model-loading mixin and the asset list.
 
 ``quality_classifier`` builds on :class:`FastTextScoreStage`, the span stages on :class:`FastTextModel`;
-``topic`` uses :func:`classifier_assets`; ``datapipe inspect --what-if`` uses :func:`score_decision`.
+``topic`` uses :func:`classifier_assets`.
 """
 from __future__ import annotations
 
@@ -21,13 +20,6 @@ def classifier_assets(model_path: str | None) -> list:
         raise ValueError("no model_path set")
     p = resolve_model_path(model_path)
     return [p] + ([p.with_suffix(".json")] if p.with_suffix(".json").is_file() else [])
-
-
-def score_decision(score: float | None, threshold: float | None, reject_above: bool = True) -> bool:
-    """True = reject: ``score > threshold`` (``reject_above``) or ``score < threshold``; null score keeps."""
-    if score is None or threshold is None or score != score:  # NaN check
-        return False
-    return score > threshold if reject_above else score < threshold
 
 
 class FastTextModel:
@@ -52,13 +44,12 @@ class FastTextModel:
 class FastTextScoreStage(FastTextModel, Stage):
     """Base of stages that write one fastText probability of the whole text and may reject on it.
 
-    Subclasses set ``name``, ``column`` (float32 field), ``reject_above`` and a ``Config`` with
+    Subclasses set ``name``, ``column`` (float32 field), ``rules`` on it and a ``Config`` with
     ``model_path``, ``positive_label``, ``threshold``, ``languages`` (empty = all). Documents in
     other languages get a null score and are kept.
     """
 
     column: ClassVar[str] = ""
-    reject_above: ClassVar[bool] = True
     reads = ("lang",)  # only documents in ``languages`` are scored
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -67,6 +58,6 @@ class FastTextScoreStage(FastTextModel, Stage):
         texts = texts_in_languages(batch, c.languages)
         scores = self._clf.score(texts)
         vals = [None if s != s else float(s) for s in scores.tolist()]
-        reasons = [f"{self.name}:score" if score_decision(v, c.threshold, self.reject_above) else None for v in vals]
+        reasons = [self.decide({self.column: v}, c) for v in vals]
         batch = with_column(batch, self.column, vals, pa.float32())
         return merge_reasons(batch, reasons)

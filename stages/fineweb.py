@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.manifest.ranges import NonNegFloat, PosInt, Probability
-from datapipe.stage import StageConfig, register
+from datapipe.stage import Rule, StageConfig, register
 from datapipe.stages.lib import words as W
 from datapipe.stages.lib.rule_stage import WordRuleStage
 
@@ -61,21 +61,14 @@ FIELDS = [
     pa.field("fineweb_newline_word_ratio", pa.float64()),
 ]
 
-RULES = [
-    ("fineweb:empty", "fineweb_lines", (), lambda v, c: v == 0),
-    ("fineweb:line_punct_ratio", "fineweb_line_punct_ratio", ("line_punct_thr",),
-     lambda v, c: (v < c.line_punct_thr) & ((v > 0) | (not c.line_punct_exclude_zero))),
-    ("fineweb:short_line_ratio", "fineweb_short_line_ratio", ("short_line_thr",), lambda v, c: v > c.short_line_thr),
-    ("fineweb:char_dup_ratio", "fineweb_dup_line_char_frac", ("char_duplicates_ratio",),
-     lambda v, c: v > c.char_duplicates_ratio),
-    ("fineweb:list_ratio", "fineweb_newline_word_ratio", ("new_line_ratio",), lambda v, c: v > c.new_line_ratio),
-]
-
-
-def decide(signals: dict, config: FineWebConfig | None = None) -> str | None:
-    """Verdict from stored ``fineweb_*`` columns of one document (None = keep)."""
-    config = config or FineWebConfig()
-    return W.first_reason(RULES, signals, config)
+RULES = (
+    Rule("fineweb:empty", "fineweb_lines", "==", value=0),
+    Rule("fineweb:line_punct_ratio", "fineweb_line_punct_ratio", "<", "line_punct_thr",
+         zero_passes="line_punct_exclude_zero"),
+    Rule("fineweb:short_line_ratio", "fineweb_short_line_ratio", ">", "short_line_thr"),
+    Rule("fineweb:char_dup_ratio", "fineweb_dup_line_char_frac", ">", "char_duplicates_ratio"),
+    Rule("fineweb:list_ratio", "fineweb_newline_word_ratio", ">", "new_line_ratio"),
+)
 
 
 def signals(texts, langs, config: FineWebConfig) -> dict[str, np.ndarray]:
@@ -112,15 +105,9 @@ class FineWeb(WordRuleStage):
 
     name = "fineweb"
     reads = ("lang",)  # words and stop words per language
-    @classmethod
-    def decide(cls, signals: dict, config: FineWebConfig) -> str | None:
-        return decide(signals, config)
-
     Config = FineWebConfig
     fields = FIELDS
+    rules = RULES
 
     def signals(self, batch: pa.Table) -> dict:
         return signals(batch.column("text"), batch.column("lang").to_pylist(), self.config)
-
-    def rules(self) -> list:
-        return RULES

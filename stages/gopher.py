@@ -3,7 +3,7 @@ Analysis & Insights from Training Gopher", Appendix A, Table A1).
 
 Both stages only annotate and reject; they never change the text. Word units come from
 ``datapipe.stages.lib.words`` (characters for Chinese/Japanese/Thai...). Every signal is a column, and
-``decide_repetition`` / ``decide_quality`` recompute a verdict from stored columns alone.
+the stages' declared ``rules`` (``REPETITION_RULES``, ``QUALITY_RULES``) recompute a verdict from stored columns alone.
 
 Reasons: ``gopher_repetition:<signal>`` (e.g. ``gopher_repetition:dup_line_frac``,
 ``gopher_repetition:top_2gram_char_frac``, ``gopher_repetition:dup_5gram_char_frac``) and
@@ -26,7 +26,7 @@ from datapipe.manifest.ranges import (
     Probability,
     check_order,
 )
-from datapipe.stage import StageConfig, register
+from datapipe.stage import Rule, StageConfig, register
 from datapipe.stages.lib import words as W
 from datapipe.stages.lib.rule_stage import WordRuleStage
 
@@ -65,26 +65,14 @@ REPETITION_FIELDS = (
 )
 
 
-def _repetition_rules(config: RepetitionConfig):
-    rules = []
-    for sig in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"):
-        rules.append((f"gopher_repetition:{sig}", f"gopher_{sig}", (sig,),
-                      lambda v, c, s=sig: v > getattr(c, s)))
-    for group, ns, kind in (("top_ngram_char_frac", TOP_NS, "top"), ("dup_ngram_char_frac", DUP_NS, "dup")):
-        table = getattr(config, group)
-        for n in ns:
-            if table.get(n) is None:
-                continue
-            sig = f"{kind}_{n}gram_char_frac"
-            rules.append((f"gopher_repetition:{sig}", f"gopher_{sig}", (),
-                          lambda v, c, g=group, n=n: v > getattr(c, g)[n]))
-    return rules
-
-
-def decide_repetition(signals: dict, config: RepetitionConfig | None = None) -> str | None:
-    """Verdict from stored ``gopher_*`` repetition columns of one document (None = keep)."""
-    config = config or RepetitionConfig()
-    return W.first_reason(_repetition_rules(config), signals, config)
+#: One rule a signal: above its threshold rejects; an n-gram size missing from the config's map is off.
+REPETITION_RULES = (
+    tuple(Rule(f"gopher_repetition:{sig}", f"gopher_{sig}", ">", sig)
+          for sig in ("dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac"))
+    + tuple(Rule(f"gopher_repetition:{kind}_{n}gram_char_frac", f"gopher_{kind}_{n}gram_char_frac", ">",
+                 f"{kind}_ngram_char_frac", key=n)
+            for kind, ns in (("top", TOP_NS), ("dup", DUP_NS)) for n in ns)
+)
 
 
 def _dup_fracs(items: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
@@ -217,18 +205,12 @@ class GopherRepetition(WordRuleStage):
     """
 
     name = "gopher_repetition"
-    @classmethod
-    def decide(cls, signals: dict, config: RepetitionConfig) -> str | None:
-        return decide_repetition(signals, config)
-
     Config = RepetitionConfig
     fields = [pa.field(f, pa.float64()) for f in REPETITION_FIELDS]
+    rules = REPETITION_RULES
 
     def signals(self, batch: pa.Table) -> dict:
         return repetition_signals(batch.column("text"))
-
-    def rules(self) -> list:
-        return _repetition_rules(self.config)
 
 
 # ----------------------------------------------------------------------------- quality
@@ -277,28 +259,19 @@ QUALITY_FIELDS = [
 ]
 
 P = "gopher_quality:"
-QUALITY_RULES = [
-    (P + "word_count", "gopher_word_count", (),
-     lambda v, c: ((v < c.min_words) if c.min_words is not None else False)
-     | ((v > c.max_words) if c.max_words is not None else False)),
-    (P + "mean_word_length", "gopher_mean_word_length", (),
-     lambda v, c: ((v < c.min_mean_word_length) if c.min_mean_word_length is not None else False)
-     | ((v > c.max_mean_word_length) if c.max_mean_word_length is not None else False)),
-    (P + "hash_ratio", "gopher_hash_word_ratio", ("max_symbol_word_ratio",), lambda v, c: v > c.max_symbol_word_ratio),
-    (P + "ellipsis_ratio", "gopher_ellipsis_word_ratio", ("max_symbol_word_ratio",),
-     lambda v, c: v > c.max_symbol_word_ratio),
-    (P + "bullet_lines", "gopher_bullet_line_frac", ("max_bullet_lines_ratio",), lambda v, c: v > c.max_bullet_lines_ratio),
-    (P + "ellipsis_lines", "gopher_ellipsis_line_frac", ("max_ellipsis_lines_ratio",),
-     lambda v, c: v > c.max_ellipsis_lines_ratio),
-    (P + "alpha_words", "gopher_alpha_word_frac", ("min_alpha_words_ratio",), lambda v, c: v < c.min_alpha_words_ratio),
-    (P + "stop_words", "gopher_stop_word_count", ("min_stop_words",), lambda v, c: v < c.min_stop_words),
-]
-
-
-def decide_quality(signals: dict, config: QualityConfig | None = None) -> str | None:
-    """Verdict from stored ``gopher_*`` quality columns of one document (None = keep)."""
-    config = config or QualityConfig()
-    return W.first_reason(QUALITY_RULES, signals, config)
+#: In order; the two bounds of one signal (word count, mean word length) share a reason.
+QUALITY_RULES = (
+    Rule(P + "word_count", "gopher_word_count", "<", "min_words"),
+    Rule(P + "word_count", "gopher_word_count", ">", "max_words"),
+    Rule(P + "mean_word_length", "gopher_mean_word_length", "<", "min_mean_word_length"),
+    Rule(P + "mean_word_length", "gopher_mean_word_length", ">", "max_mean_word_length"),
+    Rule(P + "hash_ratio", "gopher_hash_word_ratio", ">", "max_symbol_word_ratio"),
+    Rule(P + "ellipsis_ratio", "gopher_ellipsis_word_ratio", ">", "max_symbol_word_ratio"),
+    Rule(P + "bullet_lines", "gopher_bullet_line_frac", ">", "max_bullet_lines_ratio"),
+    Rule(P + "ellipsis_lines", "gopher_ellipsis_line_frac", ">", "max_ellipsis_lines_ratio"),
+    Rule(P + "alpha_words", "gopher_alpha_word_frac", "<", "min_alpha_words_ratio"),
+    Rule(P + "stop_words", "gopher_stop_word_count", "<", "min_stop_words"),
+)
 
 
 def quality_signals(texts, langs, config: QualityConfig) -> dict[str, np.ndarray]:
@@ -382,15 +355,9 @@ class GopherQuality(WordRuleStage):
 
     name = "gopher_quality"
     reads = ("lang",)  # stop words per language
-    @classmethod
-    def decide(cls, signals: dict, config: QualityConfig) -> str | None:
-        return decide_quality(signals, config)
-
     Config = QualityConfig
     fields = QUALITY_FIELDS
+    rules = QUALITY_RULES
 
     def signals(self, batch: pa.Table) -> dict:
         return quality_signals(batch.column("text"), batch.column("lang"), self.config)
-
-    def rules(self) -> list:
-        return QUALITY_RULES

@@ -16,7 +16,7 @@ import pyarrow as pa
 from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import resolve_model
-from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
+from datapipe.stage import REJECT, Rule, Stage, StageConfig, register, with_column
 
 _NEWLINES = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 _MODELS: dict[tuple, object] = {}
@@ -66,16 +66,6 @@ def predict_languages(model, texts: list[str], max_chars: int = 100_000) -> list
     return out  # type: ignore[return-value]
 
 
-def _verdict(c: LangIdConfig, lang: str | None, score: float) -> str | None:
-    if lang == "unknown":
-        return "langid:unknown"
-    if c.languages is not None and lang not in c.languages:
-        return "langid:language"
-    if score < c.min_score_by_lang.get(lang, c.min_score):
-        return "langid:low_score"
-    return None
-
-
 @register
 class LangId(Stage):
     name = "langid"
@@ -86,18 +76,19 @@ class LangId(Stage):
     def setup(self) -> None:
         self._model = load_fasttext(resolve_model(self.config.model))
 
+    #: Tried in order: no language found, a language not asked for, a score below the language's
+    #: own minimum (``min_score_by_lang``) or else ``min_score``.
+    rules = (
+        Rule("langid:unknown", "lang", "==", value="unknown"),
+        Rule("langid:language", "lang", "not in", "languages"),
+        Rule("langid:low_score", "lang_score", "<", "min_score", by_lang="min_score_by_lang"),
+    )
+
     def assets(self) -> list:
         return [resolve_model(self.config.model)]
 
-    recomputable = True
-
-    @classmethod
-    def decide(cls, signals: dict, config: LangIdConfig) -> str | None:
-        """Verdict from stored ``lang`` / ``lang_score``."""
-        return _verdict(config, signals.get("lang"), signals.get("lang_score") or 0.0)
-
     def decide_one(self, lang: str, score: float) -> str | None:
-        return _verdict(self.config, lang, score)
+        return self.decide({"lang": lang, "lang_score": score}, self.config)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         self.ensure_setup()

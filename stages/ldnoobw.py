@@ -10,6 +10,7 @@ import pyarrow as pa
 from datapipe.manifest.path_settings import SharedDir
 from datapipe.manifest.ranges import NonNegInt, Probability
 from datapipe.stage import (
+    Rule,
     Stage,
     StageConfig,
     folder_assets,
@@ -19,21 +20,6 @@ from datapipe.stage import (
 )
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.wordlists import shared_path
-
-
-def ldnoobw_decision(count: int | None, fraction: float | None, max_count: int | None,
-                     max_fraction: float | None) -> str | None:
-    """Reason (``count`` or ``fraction``) when a stored count/fraction exceeds its threshold, else None.
-
-    ``max_count=0`` is C4's rule (drop a page containing any listed word). None thresholds never reject.
-    """
-    if count is None:
-        return None
-    if max_count is not None and count > max_count:
-        return "count"
-    if max_fraction is not None and fraction is not None and fraction > max_fraction:
-        return "fraction"
-    return None
 
 
 @register
@@ -61,6 +47,9 @@ class LDNOOBW(Stage):
         pa.field("ldnoobw_count", pa.int32()),
         pa.field("ldnoobw_fraction", pa.float32()),
     ]
+    #: ``max_count=0`` is C4's rule (drop a page containing any listed word); None never rejects.
+    rules = (Rule("ldnoobw:count", "ldnoobw_count", ">", "max_count"),
+             Rule("ldnoobw:fraction", "ldnoobw_fraction", ">", "max_fraction"))
 
     def assets(self) -> list:
         return folder_assets(shared_path(self.config.words_dir))
@@ -87,8 +76,7 @@ class LDNOOBW(Stage):
             frac = n / words if words else 0.0
             counts.append(n)
             fracs.append(frac)
-            r = ldnoobw_decision(n, frac, cfg.max_count, cfg.max_fraction)
-            reasons.append(f"ldnoobw:{r}" if r else None)
+            reasons.append(self.decide({"ldnoobw_count": n, "ldnoobw_fraction": frac}, cfg))
         batch = with_column(batch, "ldnoobw_count", counts, pa.int32())
         batch = with_column(batch, "ldnoobw_fraction", fracs, pa.float32())
         return merge_reasons(batch, reasons)

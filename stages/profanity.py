@@ -52,6 +52,7 @@ class Profanity(SpanScoreStage):
     name = "profanity"
     column = "profanity_score"
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("profanity")
+    rules = SpanScoreStage.span_rules("profanity")
 
     class Config(SpanScoreConfig):
         threshold: Probability | None = 0.97

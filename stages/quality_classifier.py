@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
-from datapipe.stage import StageConfig, register
+from datapipe.stage import Rule, StageConfig, register
 from datapipe.stages.fasttext_score import FastTextScoreStage
 
 
@@ -27,8 +27,8 @@ class QualityClassifier(FastTextScoreStage):
 
     name = "quality_classifier"
     column = "quality_score"
-    reject_above = False
     fields: ClassVar[list[pa.Field]] = [pa.field("quality_score", pa.float32())]
+    rules = (Rule("quality_classifier:score", "quality_score", "<", "threshold", languages="languages"),)
 
     class Config(StageConfig):
         model_path: ModelFile = "quality_wiki_cc.ftz"

@@ -53,6 +53,7 @@ class Toxicity(FastTextSpanStage):
     name = "toxicity"
     column = "toxicity_score"
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("toxicity")
+    rules = SpanScoreStage.span_rules("toxicity")
 
     class Config(SpanScoreConfig):
         model_path: ModelFile = "toxicity_weak_en.ftz"
@@ -76,6 +77,7 @@ class NSFW(FastTextSpanStage):
     name = "nsfw"
     column = "nsfw_score"
     fields: ClassVar[list[pa.Field]] = SpanScoreStage.span_fields("nsfw")
+    rules = SpanScoreStage.span_rules("nsfw")
     how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train nsfw` and set nsfw.model_path."
 
     class Config(SpanScoreConfig):

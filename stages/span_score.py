@@ -12,13 +12,14 @@ from pydantic import model_validator
 
 from datapipe.manifest.ranges import NonNegInt, PosInt, Probability, check_order
 from datapipe.stage import (
+    Rule,
     Stage,
     StageConfig,
     merge_reasons,
     texts_in_languages,
     with_column,
 )
-from datapipe.stages.fasttext_score import FastTextModel, score_decision
+from datapipe.stages.fasttext_score import FastTextModel
 from datapipe.stages.lib import words as wd
 from datapipe.stages.lib.spans import _cached_spans, span_aggregates
 
@@ -61,10 +62,7 @@ class SpanScoreStage(Stage):
     """
 
     column: ClassVar[str] = ""
-    reject_above: ClassVar[bool] = True
     reads = ("lang",)  # only documents in ``languages`` are scored
-    #: ``decide`` needs only the stored aggregates (``datapipe inspect --what-if``).
-    recomputable: ClassVar[bool] = True
 
     @classmethod
     def span_fields(cls, name: str) -> list[pa.Field]:
@@ -73,19 +71,11 @@ class SpanScoreStage(Stage):
                 pa.field(f"{name}_flagged_char_frac", pa.float32())]
 
     @classmethod
-    def decide(cls, signals: dict, config) -> str | None:
-        """Reason for one document's stored signals under ``config`` (see the class docstring)."""
-        lang = signals.get("lang")
-        if config.languages and lang is not None and lang not in config.languages:
-            return None
-        n = cls.name
-        if score_decision(signals.get(f"{n}_score"), config.threshold):
-            return f"{n}:score"
-        if score_decision(signals.get(f"{n}_flagged"), config.max_flagged):
-            return f"{n}:flagged"
-        if score_decision(signals.get(f"{n}_flagged_char_frac"), config.max_flagged_char_frac):
-            return f"{n}:flagged_frac"
-        return None
+    def span_rules(cls, name: str) -> tuple[Rule, ...]:
+        """The rules of the class docstring for the stage called ``name``, on its stored aggregates."""
+        return tuple(Rule(f"{name}:{reason}", f"{name}_{column}", ">", field, languages="languages")
+                     for reason, column, field in (("score", "score", "threshold"), ("flagged", "flagged", "max_flagged"),
+                                                   ("flagged_frac", "flagged_char_frac", "max_flagged_char_frac")))
 
     def score_spans(self, spans: list[str]) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError

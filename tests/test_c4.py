@@ -89,10 +89,10 @@ def test_missing_word_list_folder_fails_fast(tmp_path):
 
 def test_decide_from_columns():
     sig = {"c4_lorem_ipsum": False, "c4_curly_bracket": True, "c4_bad_word_count": 0, "c4_sentence_count": 9}
-    assert c4.decide(sig) == "c4:curly_bracket"
-    assert c4.decide(sig, c4.C4Config(filter_curly_bracket=False)) is None
-    assert c4.decide({**sig, "c4_curly_bracket": False, "c4_sentence_count": 4}) == "c4:min_sentences"
-    assert c4.decide({**sig, "c4_curly_bracket": False, "c4_bad_word_count": None}) is None
+    assert c4.C4.decide(sig, c4.C4Config()) == "c4:curly_bracket"
+    assert c4.C4.decide(sig, c4.C4Config(filter_curly_bracket=False)) is None
+    assert c4.C4.decide({**sig, "c4_curly_bracket": False, "c4_sentence_count": 4}, c4.C4Config()) == "c4:min_sentences"
+    assert c4.C4.decide({**sig, "c4_curly_bracket": False, "c4_bad_word_count": None}, c4.C4Config()) is None
 
 
 def test_wiki_reference_is_rejected_only_by_the_word_list(data_dir):

@@ -99,6 +99,12 @@ def test_stages_lists_every_field_with_default_and_range(capsys, monkeypatch):
     assert gq["min_words"]["type"] == "int | None" and cat["gopher_quality"]["reads"] == ["lang"]
     assert {f["field"]: f for f in cat["extract"]["config"]}["timeout_s"]["range"] == "> 0"
     assert cat["gopher_quality"]["source"].startswith("stages/gopher.py:")
+    assert cat["gopher_quality"]["rules"][:2] == [  # the declared rules, in the order they are tried
+        {"reason": "gopher_quality:word_count", "column": "gopher_word_count", "op": "<", "threshold": "min_words",
+         "rule": "gopher_word_count < min_words"},
+        {"reason": "gopher_quality:word_count", "column": "gopher_word_count", "op": ">", "threshold": "max_words",
+         "rule": "gopher_word_count > max_words"}]
+    assert cat["extract"]["rules"] == []
     monkeypatch.setenv("COLUMNS", "80")
     assert cli.main(["stages"]) == 0
     text = capsys.readouterr().out
@@ -107,7 +113,8 @@ def test_stages_lists_every_field_with_default_and_range(capsys, monkeypatch):
         assert f"{name} ─" in text
     assert "dict[str, float | None]" in text  # types are not eaten as markup
     assert cli.main(["stages", "gopher_quality"]) == 0
-    assert "stop_words" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "stop_words" in text and "rejects gopher_quality:stop_words: gopher_stop_word_count < min_stop_words" in text
     assert cli.main(["stages", "nope"]) == 2
 
 

@@ -60,7 +60,7 @@ def test_list_like_document():
     listy = run(["\n".join(f"Extraordinarily{i:02d} incomprehensibilities." for i in range(10))])[0]
     assert listy["fineweb_newline_word_ratio"] == pytest.approx(9 / 20)
     assert listy["reject_reason"] == "fineweb:list_ratio"
-    assert fineweb.decide({"fineweb_lines": 3, "fineweb_newline_word_ratio": 0.31}) == "fineweb:list_ratio"
+    assert fineweb.FineWeb.decide({"fineweb_lines": 3, "fineweb_newline_word_ratio": 0.31}, fineweb.FineWebConfig()) == "fineweb:list_ratio"
 
 
 def test_empty_and_prose():
@@ -73,9 +73,9 @@ def test_empty_and_prose():
 def test_decide_matches_stage_and_retunes():
     r = run([TEXT])[0]
     sig = {k: v for k, v in r.items() if k.startswith("fineweb_")}
-    assert fineweb.decide(sig) == r["reject_reason"]
+    assert fineweb.FineWeb.decide(sig, fineweb.FineWebConfig()) == r["reject_reason"]
     relaxed = fineweb.FineWebConfig(short_line_thr=0.9, char_duplicates_ratio=None)
-    assert fineweb.decide(sig, relaxed) is None
+    assert fineweb.FineWeb.decide(sig, relaxed) is None
     assert registry()["fineweb"] is fineweb.FineWeb
 
 

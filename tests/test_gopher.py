@@ -85,11 +85,11 @@ def test_documents_of_a_batch_do_not_see_each_other():
 
 
 def test_decide_repetition_from_columns():
-    assert gopher.decide_repetition({"gopher_dup_line_frac": 0.30}) is None  # not above 0.30
-    assert gopher.decide_repetition({"gopher_dup_line_frac": 0.31}) == "gopher_repetition:dup_line_frac"
-    assert gopher.decide_repetition({"gopher_dup_10gram_char_frac": 0.11}) == "gopher_repetition:dup_10gram_char_frac"
+    assert gopher.GopherRepetition.decide({"gopher_dup_line_frac": 0.30}, gopher.RepetitionConfig()) is None  # not above 0.30
+    assert gopher.GopherRepetition.decide({"gopher_dup_line_frac": 0.31}, gopher.RepetitionConfig()) == "gopher_repetition:dup_line_frac"
+    assert gopher.GopherRepetition.decide({"gopher_dup_10gram_char_frac": 0.11}, gopher.RepetitionConfig()) == "gopher_repetition:dup_10gram_char_frac"
     cfg = gopher.RepetitionConfig(dup_ngram_char_frac={10: 0.2})
-    assert gopher.decide_repetition({"gopher_dup_10gram_char_frac": 0.11}, cfg) is None
+    assert gopher.GopherRepetition.decide({"gopher_dup_10gram_char_frac": 0.11}, cfg) is None
     with pytest.raises(ValueError):
         gopher.RepetitionConfig(top_ngram_char_frac={7: 0.1})
 
@@ -176,8 +176,8 @@ def test_decide_quality_matches_stage():
     text = "the be " * 100
     r = quality(text)
     sig = {k: v for k, v in r.items() if k.startswith("gopher_")}
-    assert gopher.decide_quality(sig) == r["reject_reason"] == "gopher_quality:mean_word_length"
-    assert gopher.decide_quality(sig, gopher.QualityConfig(min_mean_word_length=2.0)) is None
+    assert gopher.GopherQuality.decide(sig, gopher.QualityConfig()) == r["reject_reason"] == "gopher_quality:mean_word_length"
+    assert gopher.GopherQuality.decide(sig, gopher.QualityConfig(min_mean_word_length=2.0)) is None
 
 
 def test_registered_and_keeps_earlier_reason():

@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from datapipe.env import shared_data
 from datapipe.stage import registry
-from datapipe.stages.fasttext_score import score_decision
-from datapipe.stages.ldnoobw import LDNOOBW, ldnoobw_decision
+from datapipe.stages.ldnoobw import LDNOOBW
 from datapipe.stages.lib import wordlists as wl
 from datapipe.stages.lib.spans import span_aggregates, split_spans, split_units
+from datapipe.stages.quality_classifier import QualityClassifier
 from datapipe.stages.safety import NSFW, Toxicity
 from datapipe.stages.url_blocklist import URLBlocklist, url_decision
 
@@ -109,13 +109,16 @@ def test_ldnoobw_counts():
     assert out.column("reject_reason").to_pylist() == [None, "ldnoobw:count", "ldnoobw:count", None, None]
 
 
-def test_decision_functions():
-    assert ldnoobw_decision(0, 0.0, 0, None) is None
-    assert ldnoobw_decision(2, 0.05, None, 0.01) == "fraction"
-    assert ldnoobw_decision(None, None, 0, 0.0) is None
-    assert score_decision(0.7, 0.5) is True and score_decision(0.3, 0.5) is False
-    assert score_decision(0.3, 0.5, reject_above=False) is True
-    assert score_decision(None, 0.5) is False and score_decision(float("nan"), 0.5) is False
+def test_decision_rules_on_stored_signals():
+    c = LDNOOBW.Config
+    assert LDNOOBW.decide({"ldnoobw_count": 0, "ldnoobw_fraction": 0.0}, c(max_count=0)) is None  # not above 0
+    assert LDNOOBW.decide({"ldnoobw_count": 2, "ldnoobw_fraction": 0.05}, c(max_fraction=0.01)) == "ldnoobw:fraction"
+    assert LDNOOBW.decide({"ldnoobw_count": None, "ldnoobw_fraction": None}, c(max_count=0, max_fraction=0.0)) is None
+    q = QualityClassifier.Config
+    assert QualityClassifier.decide({"quality_score": 0.3}, q(threshold=0.5)) == "quality_classifier:score"
+    assert QualityClassifier.decide({"quality_score": 0.7}, q(threshold=0.5)) is None  # kept above
+    assert QualityClassifier.decide({"quality_score": float("nan")}, q(threshold=0.5)) is None
+    assert QualityClassifier.decide({"quality_score": 0.3, "lang": "de"}, q(threshold=0.5)) is None  # not scored
 
 
 def test_toxicity_stage_shipped_model():

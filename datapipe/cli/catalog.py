@@ -93,7 +93,9 @@ def _source(cls) -> str:
 def stage_catalog() -> list[dict]:
     """Every registered stage, in registration order: ``name``, ``class``, ``source`` (file:line),
     ``doc`` (class docstring), ``config_doc``, ``reads`` (columns besides text: ``Stage.reads``),
-    ``requires`` (those it cannot decide without), ``adds`` (signal columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``."""
+    ``requires`` (those it cannot decide without), ``adds`` (signal columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``,
+    ``rules``: the decision rules it declares, in order, ``[{reason, column, op, threshold, rule}]``
+    (``threshold``: the config field holding it, or null for a fixed limit; ``rule``: in words)."""
     from datapipe.stage import registry
 
     out = []
@@ -110,7 +112,9 @@ def stage_catalog() -> list[dict]:
                     "doc": inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or ""),
                     "config_doc": inspect.cleandoc(cls.Config.__doc__ or "") if cls.Config.__doc__ else "",
                     "reads": list(cls.reads), "requires": list(cls.requires), "adds": [f.name for f in cls.fields],
-                    "edits": list(cls.edits), "needs": list(cls.needs), "config": fields})
+                    "edits": list(cls.edits), "needs": list(cls.needs), "config": fields,
+                    "rules": [{"reason": r.reason, "column": r.column, "op": r.op, "threshold": r.threshold,
+                               "rule": r.describe()} for r in cls.rules]})
     return out
 
 
@@ -127,9 +131,13 @@ def _show_stage(out: Console, st: dict, full: bool) -> None:
           ("adds", ", ".join(st["adds"]) or "–")]
     if st["edits"]:
         io.append(("edits", ", ".join(st["edits"])))
+    if st["rules"] and not full:  # in full, one line a rule below
+        io.append(("rejects", ", ".join(dict.fromkeys(r["reason"] for r in st["rules"]))))
     for k, v in io:
         for line in textwrap.wrap(f"{k}: {v}", max(out.width, 20), subsequent_indent="    "):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
+    for r in st["rules"] if full else ():
+        out.print(f"rejects {r['reason']}: {r['rule']}", highlight=False, markup=False, soft_wrap=True)
     if full and st["config_doc"]:
         out.print(st["config_doc"], highlight=False, markup=False, soft_wrap=True)
     if not st["config"]:

@@ -145,7 +145,7 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -190,7 +190,7 @@ def _bytes_by_reason(run: Run) -> dict:
 def _distribution(run: Run, column: str, top: int) -> list[dict]:
     if not run.files("kept") or column not in run.columns("kept"):
         return []
-    t = run.query(f"SELECT {_ident(column)} AS v, count(*) AS n FROM {run.source('kept')} "
+    t = run.query(f"SELECT {ident(column)} AS v, count(*) AS n FROM {run.source('kept')} "
                   f"GROUP BY 1 ORDER BY n DESC, v LIMIT {int(top)}")
     total = run.ledger.kept or 1
     return [{column: v, "docs": n, "share": n / total}
@@ -241,7 +241,7 @@ def sample_reason(run: Run, reason: str, n: int = 5, seed: int = 0, text_lines: 
     pick = sorted(rng.choice(len(ids), size=min(n, len(ids)), replace=False).tolist()) if ids else []
     chosen = [ids[i] for i in pick]
     cols = [c for c in run.columns(kind) if c not in ("warnings",)]
-    t = run.query(f"SELECT {', '.join(map(_ident, cols))} FROM {src} WHERE id IN (SELECT unnest(?))", [chosen])
+    t = run.query(f"SELECT {', '.join(map(ident, cols))} FROM {src} WHERE id IN (SELECT unnest(?))", [chosen])
     by_id = {r["id"]: r for r in t.to_pylist()}
     cfgs = dict(run.stage_configs())
     samples = []
@@ -280,7 +280,7 @@ def where(run: Run, kind: str, expr: str, limit: int = 20, columns: list[str] | 
     try:
         con = run.connect()
         total = con.sql(f"SELECT count(*) FROM {src} WHERE ({expr})").fetchall()[0][0]
-        t = con.sql(f"SELECT {', '.join(map(_ident, columns))} FROM {src} WHERE ({expr}) "
+        t = con.sql(f"SELECT {', '.join(map(ident, columns))} FROM {src} WHERE ({expr}) "
                         f"ORDER BY id LIMIT {int(limit)}").to_arrow_table()
     except duckdb.Error as e:
         hint = (" (strings take single quotes in SQL: lang = 'de')"

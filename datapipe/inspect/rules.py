@@ -1,23 +1,18 @@
 """Stage decisions from stored signals: deciders, signal columns, thresholds, and ``what_if``.
 
-``datapipe inspect --what-if`` and ``--reason`` need, per stage, its decision rule on one row of
-stored signals: the stage's ``decide(signals, config)`` classmethod (``Stage.recomputable``), or,
-for score stages built on ``fasttext_score.FastTextScoreStage`` (``toxicity``, ``nsfw``,
-``quality_classifier``), ``fasttext_score.score_decision`` on the stage's declared ``column`` and
-``threshold``.
-
-Stages without any (extract, url_blocklist: they decide from the page or from lists, not from a
-stored number) cannot be recomputed and say so. Rule tables (``(reason, column, params, predicate)``
-lists such as ``gopher.QUALITY_RULES``) name the column and config fields behind each reason.
+``datapipe inspect --what-if`` and ``--reason`` need, per stage, its decision rules on one row of
+stored signals: the ``rules`` each stage declares (``datapipe.stage.Rule``: signal column,
+comparison, the config field holding the threshold, the reason), replayed by ``Stage.decide``.
+Stages without rules (extract, url_blocklist: they decide from the page or from lists, not from a
+stored number) cannot be recomputed and say so.
 """
 from __future__ import annotations
 
 import re
-import sys
 
 import yaml
 
-from datapipe.inspect.reader import InspectError, Run, _ident
+from datapipe.inspect.reader import InspectError, Run, ident
 from datapipe.manifest import yaml_guard
 
 
@@ -33,10 +28,6 @@ def stage_class(name: str):
     return reg[name]
 
 
-def _class_decider(cls):
-    return cls.decide if getattr(cls, "recomputable", False) else None
-
-
 def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
     """``(decide(row, config) -> reason | None, old config object, new config object)`` for ``stage``."""
     cls = stage_class(stage)
@@ -47,106 +38,77 @@ def decider_for(stage: str, old_cfg: dict, new_cfg: dict):
 
         why = config_error(stage, e, cls.Config) if hasattr(e, "errors") else f"{stage}: {e}"
         raise InspectError(f"invalid config for what-if: {why}") from e
-    fn = _class_decider(cls)
-    if fn is not None:
-        return (lambda row, c: fn(row, c)), old_c, new_c
-    if hasattr(cls, "column") and hasattr(cls, "reject_above") and "threshold" in cls.Config.model_fields:
-        from datapipe.stages.fasttext_score import score_decision
-
-        def score(row, c):
-            lang_ok = not getattr(c, "languages", None) or row.get("lang") in c.languages
-            v = row.get(cls.column) if lang_ok else None
-            return f"{stage}:score" if score_decision(v, c.threshold, cls.reject_above) else None
-        return score, old_c, new_c
-    raise InspectError(f"stage {stage!r} cannot be recomputed from stored signals (it exposes no decide "
-                       f"function); recomputable: {', '.join(recomputable())}")
+    if not cls.rules:
+        raise InspectError(f"stage {stage!r} cannot be recomputed from stored signals (it declares no decision "
+                           f"rules); recomputable: {', '.join(recomputable())}")
+    return cls.decide, old_c, new_c
 
 
 def recomputable() -> list[str]:
-    """Names of the registered stages whose decisions ``--what-if`` can recompute."""
+    """Names of the registered stages whose decisions ``--what-if`` can recompute (those with rules)."""
     from datapipe.stage import registry
 
-    out = []
-    for name, cls in sorted(registry().items()):
-        if _class_decider(cls) is not None or (hasattr(cls, "column") and "threshold" in cls.Config.model_fields):
-            out.append(name)
-    return out
+    return [name for name, cls in sorted(registry().items()) if cls.rules]
 
 
-def rule_tables(cls) -> list[tuple]:
-    """``(reason, column, params, predicate)`` tuples found in the stage's module (rule lists)."""
-    mod = sys.modules[cls.__module__]
-    rules = []
-    for v in vars(mod).values():
-        if isinstance(v, list) and v and all(isinstance(r, tuple) and len(r) == 4 and isinstance(r[0], str)
-                                             and callable(r[3]) for r in v):
-            rules += v
-    return rules
+def _rules_of(cls, reason: str | None) -> tuple:
+    """The stage's rules that give ``reason`` (all of them when none does)."""
+    return tuple(r for r in cls.rules if r.reason == reason) or cls.rules
 
 
 def stage_signal_columns(stage: str, reason: str | None = None) -> list[str]:
-    """Columns a stage decides on: the reason's rule column if known, else every signal it writes."""
+    """Columns a stage decides on: those of the reason's rules (``lang`` first where a rule is per
+    language), of all its rules when the reason is not one of them, else every signal it writes."""
     try:
         cls = stage_class(stage)
     except InspectError:
         return []
-    if stage == "langid":
-        return ["lang", "lang_score"]
-    if hasattr(cls, "column") and getattr(cls, "column"):
-        return [cls.column]
-    cols = [r[1] for r in rule_tables(cls) if r[0] == reason]
-    return cols or [f.name for f in getattr(cls, "fields", [])]
+    rules = _rules_of(cls, reason)
+    cols = (["lang"] if any(r.by_lang or r.languages for r in rules) else []) + [c for r in rules for c in r.columns()]
+    return list(dict.fromkeys(cols)) or [f.name for f in cls.fields]
 
 
 def thresholds(stage: str, reason: str | None, config: dict | None) -> dict:
-    """Config values behind ``reason`` (all numeric config fields when the rule is not known)."""
-    try:
-        cls = stage_class(stage)
-        cfg = cls.Config(**(config or {}))
-    except Exception:
-        return {}
-    params = [p for r in rule_tables(cls) if r[0] == reason for p in r[2]]
-    values = cfg.model_dump()
-    if stage == "langid":
-        params = ["languages", "min_score", "min_score_by_lang"]
-    elif getattr(cls, "column", None) and "threshold" in values:
-        params = ["threshold"]
-    if params:
-        return {p: values.get(p) for p in params}
-    col = [r[1] for r in rule_tables(cls) if r[0] == reason]
-    # Rules without declared params (word_count): fields named like the column (min_words ~ word_count).
-    def stems(name):
-        return {w.rstrip("s") for w in name.split("_")} - {"gopher", "c4", "fineweb", "frac", "ratio", "min", "max"}
-    words = stems(col[0]) if col else set()
-    return {k: v for k, v in values.items()
-            if isinstance(v, (int, float, dict)) and not isinstance(v, bool) and (not words or stems(k) == words - {"count"})}
-
-
-def column_thresholds(stage: str, config: dict | None) -> dict[str, list[float]]:
-    """Per signal column, the numeric thresholds a stage compares it with (to draw on histograms)."""
+    """Config values behind ``reason``: the fields its rules read (every rule's when the reason is
+    not one of them); for a stage without rules, all its numeric settings."""
     try:
         cls = stage_class(stage)
         values = cls.Config(**(config or {})).model_dump()
     except Exception:
         return {}
+    params = dict.fromkeys(p for r in _rules_of(cls, reason) for p in r.params)
+    if params:
+        return {p: values.get(p) for p in params}
+    return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def column_thresholds(stage: str, config: dict | None) -> dict[str, list[float]]:
+    """Per signal column, the thresholds (from config fields) a stage compares it with under
+    ``config``, for the report's histograms: rules switched off or with fixed limits draw none."""
+    try:
+        cls = stage_class(stage)
+        cfg = cls.Config(**(config or {}))
+    except Exception:
+        return {}
     out: dict[str, list[float]] = {}
-    if stage == "langid":
-        out["lang_score"] = [values["min_score"]]
-    elif stage == "gopher_repetition":  # one threshold per column: gopher_<key>, n-gram keys per n
-        for key, v in values.items():
-            if isinstance(v, dict):
-                kind = key.split("_ngram")[0]  # top / dup
-                out.update({f"gopher_{kind}_{n}gram_char_frac": [float(t)] for n, t in v.items() if t is not None})
-            elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                out[f"gopher_{key}"] = [float(v)]
-    elif hasattr(cls, "column") and getattr(cls, "column") and values.get("threshold") is not None:
-        out[cls.column] = [values["threshold"]]
-    for reason, col, _, _ in rule_tables(cls):
-        th = thresholds(stage, reason, config)
-        nums = [float(v) for v in th.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if nums:
-            out.setdefault(col, [])
-            out[col] += [v for v in nums if v not in out[col]]
+    for rule in cls.rules:
+        lim = rule.limit(cfg) if rule.threshold else None
+        if isinstance(lim, (int, float)) and not isinstance(lim, bool) and float(lim) not in out.get(rule.column, []):
+            out.setdefault(rule.column, []).append(float(lim))
+    return out
+
+
+def signal_reasons(stages: list[str]) -> dict[str, list[str]]:
+    """Per signal column, the rejection reasons the ``stages``' declared rules decide on it."""
+    out: dict[str, list[str]] = {}
+    for name in stages:
+        try:
+            cls = stage_class(name)
+        except InspectError:
+            continue
+        for rule in cls.rules:
+            if rule.reason not in out.setdefault(rule.column, []):
+                out[rule.column].append(rule.reason)
     return out
 
 
@@ -204,7 +166,7 @@ def what_if(run: Run, changes: list[str]) -> dict:
         cond = {"kept": "TRUE", "rejected": "coalesce(reject_stage, '') NOT IN (SELECT unnest(?))",
                 "errors": "coalesce(error_stage, '') NOT IN (SELECT unnest(?))"}[kind]
         params = [] if kind == "kept" else [earlier]
-        t = run.query(f"SELECT {', '.join(map(_ident, cols))} FROM {run.source(kind)} WHERE {cond}", params)
+        t = run.query(f"SELECT {', '.join(map(ident, cols))} FROM {run.source(kind)} WHERE {cond}", params)
         rows += [(kind, r) for r in t.to_pylist()]
     old_counts, new_counts = {}, {}
     moved = {"kept_to_rejected": 0, "later_rejection_to_this_stage": 0, "would_pass": 0, "reason_changed": 0}

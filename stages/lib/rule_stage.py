@@ -10,11 +10,8 @@ from datapipe.stages.lib import words as W
 
 class WordRuleStage(Stage):
     """A stage whose signals of a batch (``signals``: column name -> numpy array, one value a row)
-    are stored as its ``fields`` and whose reasons come from a rule table (``rules()``: the
-    ``(reason, column, params, predicate)`` tuples of ``words.reasons_for_batch``). Subclasses keep
-    a ``decide`` classmethod for the stored signals (``datapipe inspect --what-if``)."""
-
-    recomputable = True
+    are stored as its ``fields`` and whose reasons come from its declared ``rules`` (``stage.Rule``),
+    decided for the whole batch at once; ``decide`` replays them on stored signals."""
 
     def setup(self) -> None:
         W.prepare()
@@ -25,11 +22,8 @@ class WordRuleStage(Stage):
     def signals(self, batch: pa.Table) -> dict[str, np.ndarray]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def rules(self) -> list:  # pragma: no cover - abstract
-        raise NotImplementedError
-
     def __call__(self, batch: pa.Table) -> pa.Table:
         sig = self.signals(batch)
         for f in self.fields:
             batch = with_column(batch, f.name, W.to_arrow(sig[f.name], f.type), f.type)
-        return merge_reasons(batch, W.reasons_for_batch(self.rules(), sig, self.config, batch.num_rows))
+        return merge_reasons(batch, W.reasons_for_batch(self.rules, sig, self.config, batch.num_rows))

@@ -332,36 +332,16 @@ def string_ids(strings: pa.Array) -> np.ndarray:
 
 
 # --- decision helpers shared by the rule stages -------------------------------------------------
-# A rule is (full reason string, signal column, config fields it needs, predicate(value, config) -> reject?).
-# Predicates use only comparisons and ``|`` so they work on a scalar and on a numpy array alike.
-# A null signal means "rule not applicable to this document" (e.g. its language) and never rejects;
-# a config field set to None switches the rule off.
-
-
-def first_reason(rules, signals: dict, config) -> str | None:
-    """Reason of the first rule that rejects one document's ``signals`` (column -> value), or None."""
-    for reason, column, needs, pred in rules:
-        if any(getattr(config, f) is None for f in needs):
-            continue
-        v = signals.get(column)
-        if v is None or (isinstance(v, float) and v != v):
-            continue
-        if bool(pred(v, config)):
-            return reason
-    return None
 
 
 def reasons_for_batch(rules, columns: dict, config, n: int) -> list:
-    """``first_reason`` for a whole batch: ``columns`` maps signal name -> array (NaN = null)."""
+    """``stage.first_reason`` for a whole batch of ``n`` rows: ``rules`` are ``stage.Rule``s,
+    ``columns`` maps signal name -> array (NaN = null). One reason (or None) a row."""
     out = np.full(n, None, dtype=object)
     open_ = np.ones(n, dtype=bool)
-    for reason, column, needs, pred in rules:
-        if any(getattr(config, f) is None for f in needs):
-            continue
-        v = np.asarray(columns[column], dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            hit = np.asarray(pred(v, config), dtype=bool) & ~np.isnan(v) & open_
-        out[hit] = reason
+    for rule in rules:
+        hit = rule.rejects_array(columns[rule.column], config) & open_
+        out[hit] = rule.reason
         open_ &= ~hit
     return out.tolist()
 

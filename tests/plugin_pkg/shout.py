@@ -10,7 +10,7 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import Field
 
-from datapipe.stage import REJECT, Stage, StageConfig, register, with_column
+from datapipe.stage import REJECT, Rule, Stage, StageConfig, register, with_column
 
 
 def caps_fraction(text: str | None) -> float:
@@ -23,15 +23,10 @@ def caps_fraction(text: str | None) -> float:
 class Shout(Stage):
     name = "shout"
     fields: ClassVar[list[pa.Field]] = [pa.field("shout_caps", pa.float64())]
-    recomputable = True
+    rules = (Rule("shout:caps", "shout_caps", ">", "max_caps"),)  # what --what-if replays
 
     class Config(StageConfig):
         max_caps: float = Field(0.5, ge=0, le=1)
-
-    @classmethod
-    def decide(cls, signals: dict, config: Config) -> str | None:
-        v = signals.get("shout_caps")
-        return "shout:caps" if v is not None and v > config.max_caps else None
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         caps = [caps_fraction(t) for t in batch.column("text").to_pylist()]

@@ -129,38 +129,11 @@ def _numeric_columns(run: I.Run) -> list[str]:
             and any(str(f.type).startswith(p) for p in _NUMERIC)]
 
 
-def signal_reasons(configs: list[tuple[str, dict]], ledger_stages: dict) -> dict[str, list[str]]:
-    """Per signal column, the rejection reasons decided on it (from the stages' rule tables, score
-    columns, or a reason named like the column: ``gopher_repetition:dup_line_frac`` for
-    ``gopher_dup_line_frac``), among the reasons the run has."""
-    from datapipe.inspect.rules import rule_tables, stage_class
-
-    out: dict[str, list[str]] = {}
-    for name, _ in configs:
-        try:
-            cls = stage_class(name)
-        except I.InspectError:
-            continue
-        seen = list((ledger_stages.get(name) or {}).get("rejected", {}))
-        pairs = [(r[1], r[0]) for r in rule_tables(cls) if r[0].startswith(f"{name}:")]
-        if name == "langid":
-            pairs.append(("lang_score", "langid:low_score"))
-        if getattr(cls, "column", None):
-            pairs.append((cls.column, f"{name}:score"))
-        mapped = {r for _, r in pairs}
-        for f in getattr(cls, "fields", []):  # reasons named after the column's tail
-            pairs += [(f.name, r) for r in seen if r not in mapped and f.name.endswith("_" + r.split(":", 1)[-1])]
-        for col, r in pairs:
-            if r not in out.setdefault(col, []):
-                out[col].append(r)
-    return out
-
-
 def _values(run: I.Run, column: str, reasons: list[str]) -> dict[str, np.ndarray]:
     """Non-null values of ``column``: kept documents, documents rejected on this signal (its
     ``reasons``), and documents rejected by another rule or stage (they still carry the value)."""
     out = {}
-    col = I._ident(column)
+    col = I.ident(column)
     cond = f"{col} IS NOT NULL AND isfinite({col}::DOUBLE)"
     if run.files("kept") and column in run.columns("kept"):
         out["kept"] = run.query(f"SELECT {col}::DOUBLE AS v FROM {run.source('kept')} WHERE {cond}").column("v").to_numpy()
@@ -177,7 +150,7 @@ def _values(run: I.Run, column: str, reasons: list[str]) -> dict[str, np.ndarray
 def figures(run: I.Run, funnel: dict, log_y: str = "auto", histograms: bool = True) -> list[tuple[str, str]]:
     """``[(title, base64 PNG)]`` for every plot the run has data for. ``log_y``: see ``LOG_Y``;
     ``histograms=False``: the summary only, no histogram per signal column."""
-    from datapipe.inspect.rules import column_thresholds
+    from datapipe.inspect.rules import column_thresholds, signal_reasons
     from datapipe.inspect.run_config import effective_stage_configs
 
     figs = []
@@ -206,7 +179,7 @@ def figures(run: I.Run, funnel: dict, log_y: str = "auto", histograms: bool = Tr
     for name, cfg in configs:
         for col, vals in column_thresholds(name, cfg).items():
             ths.setdefault(col, []).extend(vals)
-    own = signal_reasons(configs, run.ledger_dict.get("stages") or {})
+    own = signal_reasons([name for name, _ in configs])
     for col in _numeric_columns(run) if histograms else ():
         vals = _values(run, col, own.get(col, []))
         if any(len(v) for v in vals.values()):
