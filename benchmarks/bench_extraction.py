@@ -45,8 +45,9 @@ sys.path.insert(0, str(HERE))
 import extraction_sets  # noqa: E402
 
 from datapipe.env import shared_data  # noqa: E402
-from datapipe.stages.extract import ExtractConfig, extract_one  # noqa: E402
+from datapipe.stages.extract import ExtractConfig  # noqa: E402
 from datapipe.stages.lib.charset import decode_payload  # noqa: E402
+from datapipe.stages.lib.extract_page import extract_one  # noqa: E402
 
 _WORD = re.compile(r"\w+")
 

@@ -73,8 +73,8 @@ def build_docs(out: Path) -> dict:
         return json.loads(meta.read_text())
     from datapipe.io.readers import read_input
     from datapipe.models import resolve_model
-    from datapipe.stages.extract import extract_one
     from datapipe.stages.langid import load_fasttext, predict_languages
+    from datapipe.stages.lib.extract_page import extract_one
 
     rows = []
     for it in read_input(str(src)):

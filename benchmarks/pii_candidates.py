@@ -97,10 +97,11 @@ def candidates(line: str) -> list[tuple[int, int, str]]:
 
 def pages():
     """(source file, url, host, lang, text) of every page."""
-    from datapipe.io.readers import host_of, read_warc
+    from datapipe.io.items import host_of
+    from datapipe.io.readers import read_warc
     from datapipe.models import resolve_model
-    from datapipe.stages.extract import extract_one
     from datapipe.stages.langid import load_fasttext, predict_languages
+    from datapipe.stages.lib.extract_page import extract_one
 
     model = load_fasttext(resolve_model("lid.176.ftz"))
     data = ROOT.parent / "shared" / "data"
@@ -261,7 +262,7 @@ def merge(cand_path: str, labels_path: str, out_path: str) -> None:
                 assert hits, (seg["id"], i, sub, seg["text"][s:e])
                 if [hits[0], hits[0] + len(sub), kind] not in gold:
                     gold.append([hits[0], hits[0] + len(sub), kind])
-        # host comes back from the URL (datapipe.io.readers.host_of); source and strata stay in the candidates file.
+        # host comes back from the URL (datapipe.io.items.host_of); source and strata stay in the candidates file.
         rec = {k: seg[k] for k in ("id", "split", "round", "url", "lang", "text", "candidates")}
         rec["gold"] = sorted(gold)
         if ignore:

@@ -29,7 +29,7 @@ Span = tuple[int, int, str]
 def load(split: str | None = None, rounds: tuple[int, ...] | None = None, path: Path = DATA) -> list[dict]:
     """Annotated segments of ``split`` (``"dev"``, ``"test"``, None = both) and sampling ``rounds``
     (None = all), each with ``host`` taken from its URL as the WARC reader takes it."""
-    from datapipe.io.readers import host_of
+    from datapipe.io.items import host_of
 
     with open(path, encoding="utf-8") as f:
         segs = [json.loads(line) for line in f if line.strip()]

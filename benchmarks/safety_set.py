@@ -27,8 +27,8 @@ def english_pages() -> tuple[dict, ...]:
     from datapipe.env import shared_data
     from datapipe.io.readers import read_warc
     from datapipe.models import resolve_model
-    from datapipe.stages.extract import extract_one
     from datapipe.stages.langid import load_fasttext, predict_languages
+    from datapipe.stages.lib.extract_page import extract_one
 
     lid = load_fasttext(resolve_model("lid.176.ftz"))
     out = []

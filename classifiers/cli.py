@@ -6,6 +6,12 @@ import json
 import sys
 from pathlib import Path
 
+from datapipe.classifiers import data, recipes
+from datapipe.classifiers.data import SourceError, expand_sources
+from datapipe.classifiers.model import load_classifier
+from datapipe.classifiers.train import evaluate_model
+from datapipe.cli.commands import COMMANDS
+
 _EPILOG = """examples:
   datapipe classifiers train quality --out classifiers/models/quality_wiki_cc.ftz
   datapipe classifiers train quality --positives wikitext:my_wiki.txt.gz --negatives crawl.warc.gz --out q.ftz
@@ -26,7 +32,6 @@ an error naming it (exit 2)."""
 def _readable(fn):
     """Run a subcommand; a source that is missing or cannot be read is ``error: ...``, exit 2."""
     def run(args) -> int:
-        from datapipe.classifiers.data import SourceError, expand_sources
 
         try:
             for name in ("positives", "negatives", "sources"):
@@ -40,7 +45,6 @@ def _readable(fn):
 
 
 def _train(args) -> int:
-    from datapipe.classifiers import recipes
 
     if args.task == "quality":
         meta = recipes.train_quality(args.out, args.positives, args.negatives, seed=args.seed)
@@ -54,8 +58,6 @@ def _train(args) -> int:
 
 
 def _evaluate(args) -> int:
-    from datapipe.classifiers import data, recipes
-    from datapipe.classifiers.train import evaluate_model
 
     out = {}
     if args.positives or args.negatives:
@@ -72,7 +74,6 @@ def _evaluate(args) -> int:
 
 
 def _predict(args) -> int:
-    from datapipe.classifiers.model import load_classifier
 
     clf = load_classifier(args.model, args.label)
     if args.files:
@@ -89,7 +90,7 @@ def _predict(args) -> int:
 
 def add_cli(subparsers) -> None:
     """Add ``classifiers`` with ``train``, ``evaluate`` (alias ``eval``) and ``predict``."""
-    p = subparsers.add_parser("classifiers", help="train, evaluate and run fastText classifiers",
+    p = subparsers.add_parser("classifiers", help=COMMANDS["classifiers"].help,
                               description="Train, evaluate and run the fastText quality/toxicity classifiers.",
                               epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="classifiers_command", metavar="SUBCOMMAND")

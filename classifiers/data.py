@@ -36,6 +36,8 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from datapipe.env import shared_data
+
 _WT_HEADING = re.compile(r"^ ?= [^=].* = ?$")
 _WT_JOINERS = [(" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", ".")]
 _WT_SPACE_BEFORE = re.compile(r" ([,.;:!?)\]'](?:\s|$))")
@@ -130,8 +132,6 @@ def warc_docs(path: Path, langs: set[str] | None = None, chunk: int = 200, part:
     lid = None
     if langs:
         import fasttext
-
-        from datapipe.env import shared_data
 
         lid = fasttext.load_model(str(lid_path or shared_data() / "langid" / "lid.176.ftz"))
     for rec in ArchiveIterator(str(path), record_types=WarcRecordType.response):

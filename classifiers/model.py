@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from datapipe.env import models_dir
+
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 LABEL_PREFIX = "__label__"
 # A word starts and ends with a word character and may hold * @ $ # ! . ' - inside, so that
@@ -91,7 +93,6 @@ def resolve_model_path(path: str | Path) -> Path:
     relative ``model_path`` was already resolved against its folder), a file under
     ``$DATAPIPE_MODELS`` (default ``models/``, where ``lid.176.ftz`` is) and one under the shipped
     ``classifiers/models/``. Raises FileNotFoundError, one line naming the places looked at."""
-    from datapipe.env import models_dir
 
     p = Path(path)
     cands = [p] if p.is_absolute() else [p, models_dir() / p, MODELS_DIR / p]

@@ -27,8 +27,10 @@ import random
 from pathlib import Path
 
 from datapipe.classifiers import data
-from datapipe.classifiers.train import binary_metrics, train_binary
+from datapipe.classifiers.model import load_classifier
+from datapipe.classifiers.train import binary_metrics, is_heldout, train_binary
 from datapipe.env import shared_data
+from datapipe.stages.lib import wordlists as wl
 
 QUALITY_POSITIVES = ["quality/wikitext-2_valid.txt.gz", "quality/wikitext-2_test.txt.gz",
                      "aeb:extraction/scrapinghub_aeb/ground-truth.json"]
@@ -88,7 +90,6 @@ def quality_heldout(group: str, seed: int = 1) -> bool:
     """The quality model's test side: a page of the test half of :func:`data.page_split` (so a
     run on ``realpages`` scores its test-half pages with a model that never read them), or 20% of
     the articles by hash."""
-    from datapipe.classifiers.train import is_heldout
 
     if group.startswith(("http://", "https://")):
         return data.page_split(group) == "test"
@@ -122,7 +123,6 @@ def _obfuscate_hits(sent: str, hits, rng: random.Random) -> str:
 def weak_toxicity_examples(sources: list[str], seed: int = 1, neg_ratio: int = 10, n_obfuscated: int = 1,
                            max_sentences_per_doc: int = 400) -> tuple[list, list]:
     """(toxic, clean) ``(group, sentence)`` lists: see the module doc (``train_toxicity``)."""
-    from datapipe.stages.lib import wordlists as wl
 
     auto = wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), "en")
     tier = sorted(PROFANITY_TIER)
@@ -167,7 +167,6 @@ NSFW_TITLE_LISTS = ("en", "fr", "de", "es", "it", "nl", "pt")
 def nsfw_examples(positives: list[str], negatives: list[str], seed: int = 1, neg_ratio: int = 10,
                   max_sentences_per_doc: int = 400, length_matched: bool = True) -> tuple[list, list]:
     """(nsfw, clean) ``(group, text)`` lists: see the module doc (``train_nsfw``)."""
-    from datapipe.stages.lib import wordlists as wl
 
     autos = [(lang, wl.ldnoobw_automaton(str(shared_data() / "wordlists" / "ldnoobw"), lang))
              for lang in NSFW_TITLE_LISTS]
@@ -210,8 +209,6 @@ def read_jigsaw(path: str | Path | None = None) -> tuple[list[str], list[bool]]:
 
 def jigsaw_metrics(model_path: str | Path, threshold: float = 0.5) -> dict:
     """Metrics of a toxicity model on the Jigsaw sample, and of the LDNOOBW list (count >= 1) beside it."""
-    from datapipe.classifiers.model import load_classifier
-    from datapipe.stages.lib import wordlists as wl
 
     texts, y = read_jigsaw()
     scores = load_classifier(model_path).score(texts)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from datapipe.classifiers import model as model_mod
 from datapipe.classifiers.model import LABEL_PREFIX, load_classifier, preprocess
 
 DEFAULT_PARAMS = {"lr": 0.2, "epoch": 10, "dim": 16, "wordNgrams": 2, "minCount": 2, "bucket": 200000,
@@ -140,7 +141,6 @@ def train_binary(pos: list[tuple[str, str]], neg: list[tuple[str, str]], out: st
     side = out.with_suffix(".json")
     side.write_text(json.dumps(meta, indent=1))
     # Evaluate the saved model through the same loader the stages use.
-    from datapipe.classifiers import model as model_mod
 
     model_mod._CACHE.clear()
     meta["metrics"] = evaluate_model(out, [t for _, t, lab in held if lab == pos_label],

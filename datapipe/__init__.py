@@ -37,14 +37,17 @@ __all__ = ["DedupResult", "Pipeline", "PipelineResult", "dedup", "stages"]
 
 
 def __getattr__(name: str):
-    # Plain imports of fixed modules (no dynamic import: see tests/test_security.py).
+    # Lazy (PEP 562), so `import datapipe` stays cheap for the CLI and every Dask worker; plain
+    # imports of fixed modules (no dynamic import: see tests/test_security.py).
     if name == "stages":
         import datapipe.stages  # noqa: F401 - binds the submodule
         return sys.modules["datapipe.stages"]
     if name in ("Pipeline", "PipelineResult"):
+        # lazy: see above
         from datapipe.api import pipeline as api
         return getattr(api, name)
     if name in ("dedup", "DedupResult"):
+        # lazy: see above
         from datapipe.api import dedup as api_dedup
         return getattr(api_dedup, name)
     raise AttributeError(f"module 'datapipe' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Live per-stage counters on the Dask dashboard.
 
-Phase-1 tasks log their ledger so far as structured events (``task._report_progress``, topic
+Phase-1 tasks log their ledger so far as structured events (``task.report_progress``, topic
 ``datapipe-progress``); the runner logs the dedup phase's counts the same way. ``StageCounters``,
 a scheduler plugin, sums them per stage and serves them on the scheduler's dashboard port:
 

@@ -40,9 +40,12 @@ from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel
 
+import datapipe.stages.phases
 from datapipe import plugins
+from datapipe.engine.check_cache import assets_digest
 from datapipe.engine.ledger import StageCounts
 from datapipe.engine.lineage import fingerprint
+from datapipe.engine.shuffle_store import Store
 from datapipe.io.parquet import join, read_json, write_json_atomic
 
 MARKERS = "_phases"
@@ -206,7 +209,6 @@ class Phase:
     def assets_digest(self) -> str | None:
         """``datapipe.engine.check_cache.assets_digest`` of ``assets()``: a hash of the files'
         bytes and names (no folder, no mtime), None when it names none."""
-        from datapipe.engine.check_cache import assets_digest
 
         return assets_digest(self)
 
@@ -225,7 +227,6 @@ class Phase:
         Default for a transform: every task with input rows has its documents shard."""
         if not self.transforms_documents():
             return True
-        from datapipe.engine.shuffle_store import Store
 
         store = Store(ctx.output, ctx.storage_options)
         return all(store.exists(f"{ctx.documents_out}/{t}.parquet") for t in ctx.task_ids
@@ -278,7 +279,6 @@ def _load() -> None:
     if not _LOADED:
         # The built-in phases: importing their package registers them (here, not at module level:
         # the phase modules import this one).
-        import datapipe.stages.phases
 
         datapipe.stages.phases.load_all()
         _LOADED = True

@@ -49,7 +49,7 @@ def _deref(frag: dict, defs: dict) -> dict:
 def schema_rows(obj: dict, defs: dict, prefix: str = "") -> list[tuple[str, str, str, str, str]]:
     """``(setting, type, default, range, description)`` of every field of a JSON Schema object,
     nested objects flattened to dotted names (``minhash.threshold``)."""
-    from datapipe.cli.catalog import _range, _type
+    from datapipe.cli.schema_words import type_name, value_range
 
     rows = []
     for name, frag in obj.get("properties", {}).items():
@@ -62,7 +62,7 @@ def schema_rows(obj: dict, defs: dict, prefix: str = "") -> list[tuple[str, str,
             continue
         required = name in obj.get("required", [])
         default = "(required)" if required else (_cell(frag["default"]) if "default" in frag else "")
-        rows.append((key, _type(frag).replace("|", "\\|"), default, _range(frag), desc))
+        rows.append((key, type_name(frag).replace("|", "\\|"), default, value_range(frag), desc))
     return rows
 
 

@@ -3,36 +3,12 @@
 From Python: ``datapipe.stages.get("gopher_quality", min_words=50)`` is a configured stage, and
 ``stage.apply(texts)`` its signals and decisions on plain texts (``datapipe.api.stage_apply``).
 """
-import importlib
-
-#: Modules imported by ``load_all``; a new stage module is added here.
-STAGE_MODULES = [
-    "datapipe.stages.extract",
-    "datapipe.stages.langid",
-    "datapipe.stages.gopher",
-    "datapipe.stages.c4",
-    "datapipe.stages.fineweb",
-    "datapipe.stages.dedup_signatures",
-    "datapipe.stages.url_blocklist",
-    "datapipe.stages.ldnoobw",
-    "datapipe.stages.safety",
-    "datapipe.stages.profanity",
-    "datapipe.stages.pii",
-    "datapipe.stages.decontam",
-    "datapipe.stages.quality_classifier",
-    "datapipe.stages.topic",
-]
-
-
-def load_all() -> None:
-    for mod in STAGE_MODULES:
-        importlib.import_module(mod)
+from datapipe.manifest.suggest import config_error, did_you_mean
+from datapipe.stage import registry
 
 
 def names() -> list[str]:
     """Names of every registered stage, sorted."""
-    from datapipe.stage import registry
-
     return sorted(registry())
 
 
@@ -46,8 +22,6 @@ def get(name: str, **config):
     """
     from pydantic import ValidationError
 
-    from datapipe.manifest.suggest import config_error, did_you_mean
-    from datapipe.stage import registry
 
     reg = registry()
     if name not in reg:

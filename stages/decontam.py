@@ -36,6 +36,8 @@ from datapipe.env import models_dir
 from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import ModelError
 from datapipe.stage import Rule, Stage, StageConfig, merge_reasons, register, with_column
+from datapipe.stages.lib.decontam_index import DecontamIndex
+from datapipe.stages.lib.decontam_text import words
 
 #: File name of the default index in the models folder.
 DEFAULT_INDEX = "decontam_index.npz"
@@ -122,7 +124,6 @@ class Decontam(Stage):
         return [p]
 
     def setup(self) -> None:
-        from datapipe.stages.lib.decontam_index import DecontamIndex
 
         p = index_path(self.config)
         if not p.is_file():
@@ -140,7 +141,6 @@ class Decontam(Stage):
 
     def signals(self, texts: list[str | None]) -> list[dict]:
         """Per text: ``ngrams``, ``benchmarks``, ``items``, ``spans`` (merged, code-point offsets)."""
-        from datapipe.stages.lib.decontam_text import words
 
         self.ensure_setup()
         w = words(texts)

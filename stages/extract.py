@@ -25,13 +25,13 @@ content plus the whole-page fallback.
 from __future__ import annotations
 
 import pyarrow as pa
-from resiliparse.extract.html2text import extract_plain_text
-from resiliparse.parse.html import HTMLTree
 
+from datapipe.engine import procenv
 from datapipe.manifest.ranges import NonNegFloat, NonNegInt, PosFloat, PosInt
 from datapipe.stage import ERROR, REJECT, Stage, StageConfig, register, with_column
-from datapipe.stages.lib.charset import decode_payload
-from datapipe.stages.lib.mainblock import extract_main
+from datapipe.stages.lib import extract_sandbox
+from datapipe.stages.lib.extract_page import extract_one
+from datapipe.stages.lib.extract_sandbox import Sandbox, shared_sandbox
 
 
 class ExtractConfig(StageConfig):
@@ -58,28 +58,6 @@ class ExtractConfig(StageConfig):
     sandbox: bool = True             # run in a child process (crash/timeout isolation)
 
 
-def extract_one(payload: bytes, http_charset: str | None, main_content=True, alt_texts=False,
-                links=False, list_bullets=True, noscript=False, clean=True, fallback_chars=200,
-                thread_ratio=2.0, thread_gate=0.5, keep_ratio=0.3,
-                trim_chars=100, trim_share=0.3, thread_block_chars=0) -> tuple[str | None, str, None, list[str]]:
-    """Decode and extract one page. Returns ``(text, codec, None, warnings)``; the third slot is
-    the error reason of the sandbox protocol (always None here), ``warnings`` the decoding's.
-
-    Main-content mode applies ``datapipe.stages.lib.mainblock.extract_main`` (guarded skips, the
-    thread rule, the no-worse-than-resiliparse fallback; ``clean=False`` keeps only the fallback to
-    the whole page). Whole-page extraction (``main_content=False``) is resiliparse's plain output.
-    """
-    decoded = decode_payload(payload, http_charset)
-    html, codec, warns = decoded.text, decoded.codec, decoded.warnings
-    opts = dict(alt_texts=alt_texts, links=links, list_bullets=list_bullets, noscript=noscript)
-    if not main_content:
-        return extract_plain_text(html, main_content=False, **opts), codec, None, warns
-    text = extract_main(HTMLTree.parse(html), opts, clean=clean, thread_gate=thread_gate,
-                        thread_ratio=thread_ratio, keep_ratio=keep_ratio, fallback_chars=fallback_chars,
-                        trim_chars=trim_chars, trim_share=trim_share, thread_block_chars=thread_block_chars)
-    return text, codec, None, warns
-
-
 @register
 class Extract(Stage):
     name = "extract"
@@ -104,7 +82,6 @@ class Extract(Stage):
         self._sandbox = None
         self._opts = self._options()
         if self.config.sandbox:
-            from datapipe.stages.lib.extract_sandbox import shared_sandbox
             self._sandbox = shared_sandbox(self._opts, memory_bytes=self.config.memory_bytes)
             # Start the child now (once per thread and settings, with the models): a sandbox that
             # cannot start fails before any work, and the first batch does not pay its start-up.
@@ -114,7 +91,6 @@ class Extract(Stage):
         """Start a child of its own and stop it: the check proves the sandbox starts from the
         files it starts from now (``assets``), whatever child this thread already runs."""
         if self.config.sandbox:
-            from datapipe.stages.lib.extract_sandbox import Sandbox
 
             probe = Sandbox(self._options())
             probe.start()
@@ -139,8 +115,6 @@ class Extract(Stage):
 
         import resiliparse
 
-        from datapipe.engine import procenv
-        from datapipe.stages.lib import extract_sandbox
 
         pkg = Path(resiliparse.__file__).parent  # its compiled code: _resiliparse.*.so (2.0)
         return [Path(extract_sandbox.__file__), Path(procenv.__file__), pkg / "__init__.py",

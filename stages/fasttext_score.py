@@ -9,12 +9,12 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.classifiers.model import load_classifier, resolve_model_path
 from datapipe.stage import Stage, merge_reasons, texts_in_languages, with_column
 
 
 def classifier_assets(model_path: str | None) -> list:
     """A fastText classifier's files for ``Stage.assets``: the model and its ``.json`` sidecar if any."""
-    from datapipe.classifiers.model import resolve_model_path
 
     if not model_path:
         raise ValueError("no model_path set")
@@ -30,8 +30,6 @@ class FastTextModel:
     how_to_get: ClassVar[str] = "Train one with `datapipe classifiers train`."
 
     def setup(self) -> None:
-        from datapipe.classifiers.model import load_classifier
-
         c = self.config
         if not c.model_path:
             raise FileNotFoundError(f"{self.name}: no model_path set. {self.how_to_get}")

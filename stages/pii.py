@@ -53,10 +53,10 @@ import pyarrow as pa
 
 from datapipe.manifest.ranges import NonNegFloat, PosInt
 from datapipe.stage import Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages.lib.pii_email import _emails
-from datapipe.stages.lib.pii_ip import _ips
-from datapipe.stages.lib.pii_kinds import _PRIORITY, EMAIL, IP, PHONE, PLACEHOLDERS, Span
-from datapipe.stages.lib.pii_phone import _SUPPORTED_REGIONS, TooManyCandidates, _phones, region_for, region_for_host
+from datapipe.stages.lib.pii_email import emails
+from datapipe.stages.lib.pii_ip import ips
+from datapipe.stages.lib.pii_kinds import EMAIL, IP, PHONE, PLACEHOLDERS, PRIORITY, Span
+from datapipe.stages.lib.pii_phone import SUPPORTED_REGIONS, TooManyCandidates, phones, region_for, region_for_host
 
 # Public names of the detectors' modules stay importable from here.
 __all__ = ["EMAIL", "IP", "PHONE", "PLACEHOLDERS", "PIIMask", "Span", "TooManyCandidates", "find_pii", "mask_emails",
@@ -76,12 +76,12 @@ def find_pii(text: str, region: str = "US", kinds: tuple[str, ...] = (EMAIL, IP,
     """
     spans: list[tuple[int, int, str]] = []
     if EMAIL in kinds and "@" in text:
-        spans += _emails(text)
+        spans += emails(text)
     if IP in kinds:
-        spans += _ips(text)
+        spans += ips(text)
     if PHONE in kinds:
-        spans += _phones(text, region, max_phone_candidates)
-    spans.sort(key=lambda s: (_PRIORITY[s[2]], -(s[1] - s[0]), s[0]))
+        spans += phones(text, region, max_phone_candidates)
+    spans.sort(key=lambda s: (PRIORITY[s[2]], -(s[1] - s[0]), s[0]))
     # Characters already taken, one byte each: a span's overlap test costs its own length, not the
     # number of spans taken so far (linear in the text, where a pairwise test was quadratic).
     covered = bytearray(len(text)) if spans else bytearray()
@@ -182,7 +182,7 @@ class PIIMask(Stage):
         bad = set(self.config.kinds) - set(PLACEHOLDERS)
         if bad:
             raise ValueError(f"pii.kinds: unknown kinds {sorted(bad)}; allowed: email, ip, phone")
-        if self.config.default_region not in _SUPPORTED_REGIONS:
+        if self.config.default_region not in SUPPORTED_REGIONS:
             raise ValueError(f"pii.default_region {self.config.default_region!r} is not a phonenumbers region")
 
     def __call__(self, batch: pa.Table) -> pa.Table:

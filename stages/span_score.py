@@ -21,7 +21,7 @@ from datapipe.stage import (
 )
 from datapipe.stages.fasttext_score import FastTextModel
 from datapipe.stages.lib import words as wd
-from datapipe.stages.lib.spans import _cached_spans, span_aggregates
+from datapipe.stages.lib.spans import cached_spans, span_aggregates
 
 
 class SpanScoreConfig(StageConfig):
@@ -87,7 +87,7 @@ class SpanScoreStage(Stage):
         spans, docs, cores = [], [], []
         for i, (t, lg) in enumerate(zip(texts, langs)):
             if t:
-                units = _cached_spans(t[: c.max_chars] if c.max_chars else t, lg, c.min_span_words, c.max_span_words)
+                units = cached_spans(t[: c.max_chars] if c.max_chars else t, lg, c.min_span_words, c.max_span_words)
                 spans += [u for u, _ in units]
                 cores += [k for _, k in units]
                 docs += [i] * len(units)

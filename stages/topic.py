@@ -12,9 +12,11 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from datapipe.classifiers.model import load_classifier
 from datapipe.manifest.path_settings import ModelFile
 from datapipe.manifest.ranges import Probability
 from datapipe.stage import Stage, StageConfig, register, texts_in_languages, with_column
+from datapipe.stages.fasttext_score import classifier_assets
 
 
 class TopicConfig(StageConfig):
@@ -31,13 +33,9 @@ class Topic(Stage):
     fields: ClassVar[list[pa.Field]] = [pa.field("topic", pa.string()), pa.field("topic_score", pa.float32())]
 
     def setup(self) -> None:
-        from datapipe.classifiers.model import load_classifier
-
         self._clf = load_classifier(self.config.model_path, require_positive=False)
 
     def assets(self) -> list:
-        from datapipe.stages.fasttext_score import classifier_assets
-
         return classifier_assets(self.config.model_path)
 
     def __call__(self, batch: pa.Table) -> pa.Table:

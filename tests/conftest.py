@@ -77,6 +77,6 @@ def trafilatura_pages(data_dir):
 def trafilatura_default_texts(trafilatura_pages):
     """The extract stage's text of each of those pages with its defaults (``extract_one(html, None)``),
     computed once for test_extract.py's string floor and test_extraction_quality.py's F1 floor."""
-    from datapipe.stages.extract import extract_one
+    from datapipe.stages.lib.extract_page import extract_one
 
     return [extract_one(html, None)[0] or "" for html, _, _ in trafilatura_pages]

@@ -5,7 +5,7 @@ Each page is small and made up; the assertions name the text a reader would call
 """
 from __future__ import annotations
 
-from datapipe.stages.extract import extract_one
+from datapipe.stages.lib.extract_page import extract_one
 
 NAV = "<nav><ul>" + "".join(f"<li><a href='/c{i}'>Section number {i}</a></li>" for i in range(10)) + "</ul></nav>"
 BODY = "".join(f"<p>Paragraph {i} of the post explains, in plain words, how the new rail timetable changes "

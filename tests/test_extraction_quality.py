@@ -22,7 +22,7 @@ from collections import Counter
 import pytest
 
 from datapipe import evalsets
-from datapipe.stages.extract import extract_one
+from datapipe.stages.lib.extract_page import extract_one
 
 # ---------------------------------------------------------------- scoring (written for this test)
 

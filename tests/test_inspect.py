@@ -10,7 +10,7 @@ from scale_helpers import SMALL_RUN_STAGES as STAGES
 
 from datapipe.cli import main as cli
 from datapipe.inspect import reader as I
-from datapipe.inspect.rules import what_if
+from datapipe.inspect.what_if import what_if
 
 
 @pytest.fixture(scope="module")

@@ -188,7 +188,7 @@ def test_invariant_names_the_file_and_count(tmp_path):
 
 def test_stage_exception_keeps_message_and_errors_only_its_batch(tmp_path, caplog):
     from datapipe.engine.ledger import Ledger
-    from datapipe.engine.task import TaskOutputs, _rows_to_table, run_stages
+    from datapipe.engine.task import TaskOutputs, rows_to_table, run_stages
     from datapipe.engine.task_plan import TaskSpec
     from datapipe.formats.documents import document_schema
     from datapipe.stage import Stage
@@ -204,7 +204,7 @@ def test_stage_exception_keeps_message_and_errors_only_its_batch(tmp_path, caplo
     spec = TaskSpec("t", "in.warc.gz", str(tmp_path), [], "fp")
     out = TaskOutputs(spec, schema)
     led = Ledger()
-    table = _rows_to_table([{"id": str(i), "text": "t", "warc_offset": i} for i in range(3)], schema)
+    table = rows_to_table([{"id": str(i), "text": "t", "warc_offset": i} for i in range(3)], schema)
     logged: set = set()
     with caplog.at_level("ERROR", logger="datapipe"):
         for _ in range(2):  # two batches: the traceback is logged once

@@ -33,6 +33,6 @@ def test_every_ip_match_contains_its_gate():
 
 
 def test_gated_ips_find_the_probes():
-    got = {t: [t[a:b] for a, b, _ in P._ips(t)] for t in ("host 192.168.0.1 up", "2001:db8::ff00:42:8329", "12:30:45")}
+    got = {t: [t[a:b] for a, b, _ in P.ips(t)] for t in ("host 192.168.0.1 up", "2001:db8::ff00:42:8329", "12:30:45")}
     assert got == {"host 192.168.0.1 up": ["192.168.0.1"], "2001:db8::ff00:42:8329": ["2001:db8::ff00:42:8329"],
                    "12:30:45": []}

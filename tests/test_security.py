@@ -60,10 +60,10 @@ _QUALIFIED = {("importlib", "import_module"), ("builtins", "eval"), ("builtins",
               ("yaml", "load"), ("yaml", "unsafe_load"), ("yaml", "full_load"), ("yaml", "load_all"),
               ("yaml", "unsafe_load_all"), ("pickle", "load"), ("pickle", "loads"), ("torch", "load")}
 #: The only dynamic imports, each over a fixed list in the source: CLI subcommands, phase modules
-#: (stages.phases.PHASE_MODULES), stage modules (stages.STAGE_MODULES); and the extraction sandbox's
+#: (stages.phases.PHASE_MODULES), stage modules (datapipe.stage.STAGE_MODULES); and the extraction sandbox's
 #: pickles, exchanged with its own child process over a pipe (never read from inputs or manifests).
 _ALLOWED = {("datapipe/cli/main.py", "import_module"), ("stages/phases/__init__.py", "import_module"),
-            ("stages/__init__.py", "import_module"), ("stages/lib/extract_sandbox.py", "loads")}
+            ("datapipe/stage.py", "import_module"), ("stages/lib/extract_sandbox.py", "loads")}
 
 
 def test_no_eval_or_dynamic_import_beyond_the_allow_lists():

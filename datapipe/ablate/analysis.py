@@ -15,7 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-import yaml
+
+from datapipe.ablate.checks import check_losses
+from datapipe.ablate.noise import margin, seed_statistics
+from datapipe.ablate.regmix import fit_and_recommend, holdout_mask
+from datapipe.ablate.report import decide, write_outputs
 
 
 def objective(rec: dict, eval_names: list[str], weights: dict[str, float]) -> float:
@@ -84,22 +88,6 @@ def plot_loss_vs_weight(table: pa.Table, domains: list[str], eval_names: list[st
     plt.close(fig)
 
 
-def mix_block(weights: dict[str, float], run_index: dict) -> str:
-    """A ``mix:`` section for the main manifest: the run's own rules/settings with these weights
-    (settings left at null are left out: the manifest's defaults give them)."""
-    base = dict((run_index.get("config") or {}).get("mix") or {})
-    base["weights"] = {d: round(float(w), 4) for d, w in weights.items() if round(float(w), 4) > 0}
-    keep = ["rules", "default_domain", "weights", "total_tokens", "max_epochs", "fill_budget", "seed"]
-    return yaml.safe_dump({"mix": _no_nulls({k: base[k] for k in keep if k in base})}, sort_keys=False)
-
-
-def _no_nulls(v):
-    """``v`` without the null entries of its mappings, at any depth."""
-    if isinstance(v, dict):
-        return {k: _no_nulls(x) for k, x in v.items() if x is not None}
-    return [_no_nulls(x) for x in v] if isinstance(v, list) else v
-
-
 def analyse(records: list[dict], domains: list[str], eval_names: list[str], m, run_index: dict, out: Path,
             inputs: dict | None = None) -> dict:
     """Write results.parquet/.csv, ranking.md, loss_vs_weight.png, recommended_mix.yaml, report.html
@@ -109,10 +97,6 @@ def analyse(records: list[dict], domains: list[str], eval_names: list[str], m, r
     ``records``: one per mixture with per-seed ``runs``; ``inputs``: ``duplicates``, ``flags``,
     ``failed`` (reported). Raises ValueError naming mixture, seed and set for a non-finite loss.
     """
-    from datapipe.ablate.checks import check_losses
-    from datapipe.ablate.noise import margin, seed_statistics
-    from datapipe.ablate.regmix import fit_and_recommend, holdout_mask
-    from datapipe.ablate.report import decide, write_outputs
 
     a = m.analysis
     for r in records:

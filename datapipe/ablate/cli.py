@@ -4,10 +4,16 @@ from __future__ import annotations
 import json
 import sys
 
+from datapipe.ablate.data import RunNotReady
+from datapipe.ablate.manifest import load_ablation_manifest
+from datapipe.ablate.runner import run_ablation
+from datapipe.cli.commands import COMMANDS
+from datapipe.manifest.load import ManifestError
+
 
 def add_cli(sub) -> None:
     p = sub.add_parser(
-        "ablate", help="train small proxy models on candidate mixtures of a finished run and rank them",
+        "ablate", help=COMMANDS["ablate"].help,
         description="Materialize one training set per candidate mixture from a finished run's token shards "
                     "(no re-tokenization), train a proxy LM on each (or run --trainer-cmd), score held-out "
                     "sets, and write a ranked table, a plot and a recommended mix: block. Finished mixtures "
@@ -53,13 +59,9 @@ def _overrides(args) -> dict:
 
 
 def cmd_ablate(args) -> int:
-    from datapipe.ablate.data import RunNotReady
-    from datapipe.ablate.manifest import load_ablation_manifest
-    from datapipe.manifest.load import ManifestError
 
     try:
         m = load_ablation_manifest(args.manifest, _overrides(args))
-        from datapipe.ablate.runner import run_ablation
 
         res = run_ablation(m, log=lambda s: print(s, file=sys.stderr, flush=True), progress=not args.no_progress)
     except (ManifestError, RunNotReady, ValueError, ImportError) as e:

@@ -20,9 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from datapipe.env import shared_data
 from datapipe.formats.tokens import AtomicParquetWriter, ids_array, token_schema
 from datapipe.io.parquet import write_json_atomic
 from datapipe.stages.phases.tokenize.mixture import MixConfig, doc_uniform, plan_mixture
+from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
 INDEX_FORMAT = "datapipe.tokens/1"
 _COLS = ["doc_id", "domain", "num_tokens", "input_ids"]
@@ -207,7 +209,6 @@ def read_extra_texts(paths: list[str], per_line: bool) -> list[str]:
     import gzip
     import os
 
-    from datapipe.env import shared_data
 
     shared = str(shared_data())  # $DATAPIPE_SHARED_DATA, defaulting like the rest of datapipe
     expanded = [os.path.expandvars(p.replace("${DATAPIPE_SHARED_DATA}", shared)
@@ -225,7 +226,6 @@ def read_extra_texts(paths: list[str], per_line: bool) -> list[str]:
 
 def run_tokenizer(index: dict):
     """The run's tokenizer, loaded from its ``index.json`` config (``config.tokenize``)."""
-    from datapipe.stages.phases.tokenize.tokenizer import TokenizeConfig, load_tokenizer
 
     return load_tokenizer(TokenizeConfig(**index["config"]["tokenize"]))
 

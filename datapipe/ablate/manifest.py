@@ -20,9 +20,9 @@ from pydantic import (
 
 from datapipe.engine.lineage import digest
 from datapipe.manifest.load import (
-    _OVERRIDDEN,
+    OVERRIDDEN,
     ManifestError,
-    _where,
+    error_location,
     read_yaml_mapping,
     validation_message,
 )
@@ -273,11 +273,11 @@ def _no_program_from_file(data: dict, lines: dict, source: str) -> None:
     """A manifest is data: the external trainer's command comes from ``--trainer-cmd`` (or the
     ``overrides`` of a Python caller), never from the file, which anyone may have handed over."""
     tr = data.get("trainer")
-    if not isinstance(tr, dict) or lines.get(("trainer", "command")) == _OVERRIDDEN:
+    if not isinstance(tr, dict) or lines.get(("trainer", "command")) == OVERRIDDEN:
         return
     if "command" in tr:
-        raise ManifestError(f"{_where(source, lines, ('trainer', 'command'))}: a manifest names no program to run; "
+        raise ManifestError(f"{error_location(source, lines, ('trainer', 'command'))}: a manifest names no program to run; "
                             "give the trainer on the command line: --trainer-cmd 'TEMPLATE'")
     if tr.get("kind") == "command":
-        raise ManifestError(f"{_where(source, lines, ('trainer', 'kind'))}: trainer kind 'command' needs "
+        raise ManifestError(f"{error_location(source, lines, ('trainer', 'kind'))}: trainer kind 'command' needs "
                             "--trainer-cmd 'TEMPLATE' on the command line (a manifest names no program to run)")

@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from datapipe.ablate.data import Pool, read_extra_texts, run_tokenizer
+from datapipe.stages.lib.decontam_index import DecontamIndex
+from datapipe.stages.lib.decontam_sources import Item, wikitext_pieces
+from datapipe.stages.lib.decontam_text import words
 
 #: Format tag of ``overlap.json`` (bump when its content changes: a cached file is then recomputed).
 FORMAT = "datapipe.ablate.overlap/1"
@@ -52,7 +55,6 @@ def heldout_items(pool: Pool, extra: list, tok) -> tuple[list, list[str], dict[s
     texts per set. An extra text is indexed as written and, when it reads like WikiText (``<unk>``,
     `` @-@ ``, ``do n't``), also with that tokenisation undone (``wikitext_pieces``: the form a
     crawled copy of the article has)."""
-    from datapipe.stages.lib.decontam_sources import Item, wikitext_pieces
 
     items, keys, counts = [], [], {}
     for d, t in sorted(pool.heldout.items()):
@@ -83,8 +85,6 @@ def scan(pool: Pool, extra: list, n: int, tok=None, batch_docs: int = BATCH_DOCS
     training documents), "examples": [{"train_doc", "domain", "heldout", "text"}]}}, "seconds"}``.
     ``tok``: the run's tokenizer (default: loaded from the run's ``index.json``).
     """
-    from datapipe.stages.lib.decontam_index import DecontamIndex
-    from datapipe.stages.lib.decontam_text import words
 
     t0 = time.time()
     tok = tok or run_tokenizer(pool.index)

@@ -26,6 +26,7 @@ import yaml
 
 from datapipe.ablate.overlap import report_lines as overlap_lines
 from datapipe.ablate.regmix import EPS
+from datapipe.ablate.report_html import render_html
 
 
 def _fmt(v, nd=4) -> str:
@@ -201,6 +202,22 @@ def _input_lines(inputs: dict) -> list[str]:
     return out or ["none: every candidate is a distinct training set, every share met, every run finished."]
 
 
+def mix_block(weights: dict[str, float], run_index: dict) -> str:
+    """A ``mix:`` section for the main manifest: the run's own rules/settings with these weights
+    (settings left at null are left out: the manifest's defaults give them)."""
+    base = dict((run_index.get("config") or {}).get("mix") or {})
+    base["weights"] = {d: round(float(w), 4) for d, w in weights.items() if round(float(w), 4) > 0}
+    keep = ["rules", "default_domain", "weights", "total_tokens", "max_epochs", "fill_budget", "seed"]
+    return yaml.safe_dump({"mix": _no_nulls({k: base[k] for k in keep if k in base})}, sort_keys=False)
+
+
+def _no_nulls(v):
+    """``v`` without the null entries of its mappings, at any depth."""
+    if isinstance(v, dict):
+        return {k: _no_nulls(x) for k, x in v.items() if x is not None}
+    return [_no_nulls(x) for x in v] if isinstance(v, list) else v
+
+
 def _overlap_summary(rep: dict | None) -> dict | None:
     """summary.json's ``eval_overlap``: the overlap report without its cache key and timing."""
     return None if rep is None else {k: v for k, v in rep.items() if k not in ("key", "seconds")}
@@ -211,7 +228,6 @@ def recommended_yaml(dec: dict, rows: list[dict], domains: list[str], stats: dic
     """``recommended_mix.yaml``: the headline and the decision as comments, ``decision:`` (``status``
     ``recommended`` | ``tied`` | ``none``, the tied ids and the pick) and the ``mix:`` block to paste
     (none when nothing can be picked). Tied mixtures give the cheapest of them, marked as such."""
-    from datapipe.ablate.analysis import mix_block
 
     note = f"# {dec['headline']}\n# `datapipe ablate` over {n} distinct mixtures x {stats['seeds']} seed(s).\n"
     note += f"# Why: {dec['reason']}.\n"
@@ -242,7 +258,6 @@ def write_outputs(out: Path, m, rows, domains, eval_names, reg, stats, dec, inpu
     (out / "ranking.md").write_text(md)
     block = recommended_yaml(dec, rows, domains, stats, run_index, len(rows))
     (out / "recommended_mix.yaml").write_text(block)
-    from datapipe.ablate.report_html import render_html
 
     (out / "report.html").write_text(render_html(m.name, dec["headline"],
                                                  ranking_cells(rows, domains, eval_names, reg, dec),

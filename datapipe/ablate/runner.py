@@ -26,6 +26,7 @@ import os
 import time
 from pathlib import Path
 
+from datapipe.ablate.analysis import analyse
 from datapipe.ablate.checks import check_eval_sets, effective_mixtures
 from datapipe.ablate.data import (
     load_pool,
@@ -34,9 +35,11 @@ from datapipe.ablate.data import (
     vocab_map,
     write_eval_sets,
 )
-from datapipe.ablate.manifest import AblationManifest
+from datapipe.ablate.manifest import AblationManifest, Proxy
 from datapipe.ablate.mixtures import candidates, mixture_id
 from datapipe.ablate.overlap import check as check_overlap
+from datapipe.ablate.train import train_builtin, train_command
+from datapipe.engine.runner import local_security
 
 
 def _write_json(obj, path: Path) -> None:
@@ -65,8 +68,6 @@ def run_one(spec: dict, progress=None) -> dict:
     A failure is returned as a record with ``error`` naming mixture and seed (and not written,
     so a rerun retries it).
     """
-    from datapipe.ablate.manifest import Proxy
-    from datapipe.ablate.train import train_builtin, train_command
 
     out = Path(spec["dir"])
     out.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,6 @@ def _client(m: AblationManifest):
     import dask
     from distributed import Client, LocalCluster
 
-    from datapipe.engine.runner import local_security
 
     if m.cluster.scheduler:
         return Client(m.cluster.scheduler), None
@@ -260,7 +260,6 @@ def run_ablation(m: AblationManifest, log=print, progress: bool = False) -> dict
     "duplicates", "flags", "trained", "skipped", "failed", "analysis"}``. ``progress``: tqdm bars
     on stderr. Raises RunNotReady / ValueError for a bad run, manifest or held-out set.
     """
-    from datapipe.ablate.analysis import analyse
 
     t0 = time.time()
     out = Path(m.out_dir())

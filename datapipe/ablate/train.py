@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 from datapipe.ablate.data import read_flat_tokens
+from datapipe.ablate.model import ProxyLM, num_parameters
+from datapipe.loader import TokenShardDataset
 
 
 class TrainerError(RuntimeError):
@@ -91,9 +93,6 @@ def train_builtin(train_index: Path, eval_dir: Path, eval_names: list[str], prox
     Raises TrainerError when training diverges or a held-out loss is not finite (names the set)."""
     import torch
     import torch.nn.functional as F
-
-    from datapipe.ablate.model import ProxyLM, num_parameters
-    from datapipe.loader import TokenShardDataset
 
     t0, c0 = time.time(), time.process_time()
     device = resolve_device(device)

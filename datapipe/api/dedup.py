@@ -21,6 +21,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from datapipe.formats.documents import conform, document_schema
+from datapipe.io.readers import TEXT_FORMATS, detect_format, read_input
+from datapipe.io.textdocs import resolve_fields
+from datapipe.manifest.suggest import config_error
+from datapipe.stages.dedup_signatures import DedupSignatures, stage_config
+from datapipe.stages.phases.dedup.config import DedupConfig
+from datapipe.stages.phases.dedup.phase import load_stats, run_dedup
+
 #: The one shard's name (a phase-1 task id would be there in a run).
 _SHARD = "docs"
 
@@ -76,8 +84,6 @@ def _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines,
     """The DedupConfig; ValueError naming each bad setting (closest known one for a typo)."""
     from pydantic import ValidationError
 
-    from datapipe.manifest.suggest import config_error
-    from datapipe.stages.phases.dedup.config import DedupConfig
 
     try:
         if config is not None:
@@ -93,8 +99,6 @@ def _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines,
 def _read_paths(paths) -> pa.Table:
     """Documents of ``paths``: JSONL/Parquet files through the pipeline's readers (same ids as a
     run), any other file as one document (id = the path as given)."""
-    from datapipe.io.readers import TEXT_FORMATS, detect_format, read_input
-    from datapipe.io.textdocs import resolve_fields
 
     rows = []
     for p in map(os.fspath, paths):
@@ -181,9 +185,6 @@ def dedup(docs=None, *, texts=None, paths=None, threshold: float = 0.8, num_perm
     per setting), ValueError for duplicate or null ids, TypeError for inputs of another kind. Meant for
     up to some 10^5 documents: everything is held in memory and run on one core.
     """
-    from datapipe.formats.documents import conform, document_schema
-    from datapipe.stages.dedup_signatures import DedupSignatures, stage_config
-    from datapipe.stages.phases.dedup.phase import run_dedup
 
     cfg = _config(config, threshold, num_perm, ngram, seed, bands, rows, exact, lines, max_line_count, near)
     if texts is not None:
@@ -202,7 +203,6 @@ def dedup(docs=None, *, texts=None, paths=None, threshold: float = 0.8, num_perm
         os.makedirs(os.path.join(tmp, "_filtered"))
         pq.write_table(shard, os.path.join(tmp, "_filtered", f"{_SHARD}.parquet"))
         counts = run_dedup(SyncClient(), tmp, cfg.model_copy(update={"keep_work": False}), task_ids=[_SHARD])
-        from datapipe.stages.phases.dedup.phase import load_stats
 
         stats = load_stats(tmp)
         kept_t = pq.read_table(os.path.join(tmp, "documents", f"{_SHARD}.parquet"), columns=["id", "text", "warc_date"])

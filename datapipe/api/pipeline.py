@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from datapipe.engine import runner
 from datapipe.engine.task import KINDS
+from datapipe.inspect.reader import Run
+from datapipe.io.parquet import join
 from datapipe.manifest.load import (
     Manifest,
     ManifestError,
@@ -23,6 +26,7 @@ from datapipe.manifest.load import (
     validate_manifest,
 )
 from datapipe.phase import DOCUMENTS, phases, section_classes
+from datapipe.stage import Stage
 
 #: Stand-ins validated until ``run`` names the real inputs and output.
 _NO_INPUTS, _NO_OUTPUT = "<inputs of Pipeline.run>", "<output of Pipeline.run>"
@@ -40,7 +44,6 @@ def _plain(obj, what: str):
 
 def _stage_item(item) -> dict:
     """One ``stages`` entry: a stage object, a name, ``(name, config)`` or ``{name: config}``."""
-    from datapipe.stage import Stage
 
     if isinstance(item, Stage):
         # The fields the caller set, as a manifest would spell them (equal manifests, equal lineage).
@@ -155,8 +158,6 @@ class Pipeline:
         """
         import multiprocessing
 
-        from datapipe.engine import runner
-
         if getattr(multiprocessing.current_process(), "_inheriting", False):
             # Dask starts worker processes by spawning: each one imports the main script again, and
             # an unguarded run() there would start a second run (it failed on the output lock).
@@ -228,7 +229,6 @@ class PipelineResult:
     def paths(self) -> dict[str, str | None]:
         """``documents``, ``rejected``, ``errors`` (folders of Parquet shards), ``ledger`` (ledger.json),
         ``report`` (report.html or None), ``tokens`` (token shards' index.json or None), ``dolma``."""
-        from datapipe.io.parquet import join
 
         out, m = self.output, self.manifest
         paths = {"documents": join(out, DOCUMENTS.folder), "rejected": join(out, KINDS["rejected"]),
@@ -244,8 +244,6 @@ class PipelineResult:
         return paths
 
     def _read(self, kind: str, columns) -> pa.Table:
-        from datapipe.inspect.reader import Run
-
         run = Run.open(self.output, self.manifest.inputs.storage_options)
         files = run.files(kind)
         if not files:

@@ -12,8 +12,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datapipe.api.stage_score import add_aliases
 from datapipe.formats.documents import PAYLOAD_FIELD, conform, document_schema
+from datapipe.io.items import host_of
 from datapipe.stage import ERROR, REJECT, Stage
+from datapipe.stages.langid import LangId
 
 #: Where each column comes from in a run.
 PROVIDED_BY = {"lang": "the langid stage", "lang_score": "the langid stage", "host": "the url",
@@ -64,7 +67,6 @@ def _present(t: pa.Table, name: str) -> bool:
 def default_langid() -> Stage:
     """The ``langid`` stage with its default config, loaded once per process."""
     if "default" not in _LANGID:
-        from datapipe.stages.langid import LangId
 
         _LANGID["default"] = LangId()
     return _LANGID["default"]
@@ -109,7 +111,6 @@ def apply_stage(stage: Stage, data, lang=None, url=None, **columns) -> pa.Table:
             raise ValueError(f"{stage.name} decides from '{col}', which comes from {PROVIDED_BY.get(col, 'the input')}: "
                              f"pass {col}=[...]")
     if "host" in need and _present(t, "url") and not _present(t, "host"):
-        from datapipe.io.readers import host_of
 
         t = _set(t, "host", [host_of(u) for u in t.column("url").to_pylist()], pa.string())
     if "lang" in need and not _present(t, "lang"):
@@ -119,7 +120,6 @@ def apply_stage(stage: Stage, data, lang=None, url=None, **columns) -> pa.Table:
         schema = schema.append(PAYLOAD_FIELD)
     stage.ensure_setup()
     out = stage(conform(t, schema))
-    from datapipe.api.stage_score import add_aliases
 
     return add_aliases(stage, _result(stage, out, given=set(t.column_names)))
 

@@ -14,15 +14,22 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from datapipe.cli.commands import COMMANDS
+from datapipe.cli.schema_words import source_of, type_name, value_range
+from datapipe.cli.section_catalog import section_catalog
 from datapipe.cli.termfmt import cannot_write, ellipsize
-from datapipe.env import REPO_ROOT
+from datapipe.manifest.load import Manifest
+from datapipe.manifest.suggest import did_you_mean
+from datapipe.phase import section_classes
+from datapipe.stage import registry
+from datapipe.stages import names
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def add_cli(sub) -> None:
     """Register ``stages`` and ``schema``."""
-    p = sub.add_parser("stages", help="list the stages and phase sections: settings, defaults, ranges, sources",
+    p = sub.add_parser("stages", help=COMMANDS["stages"].help,
                        description="Every registered stage with its config fields (type, default, allowed range), "
                                    "the columns it reads and adds, and its source; then every phase section "
                                    "(dedup, mix, tokenize, report, ...) with its settings, nested ones dotted. "
@@ -30,7 +37,7 @@ def add_cli(sub) -> None:
     p.add_argument("name", nargs="?", metavar="NAME", help="one stage or phase section (e.g. gopher_quality, dedup)")
     p.add_argument("--json", action="store_true", help="print JSON (every default in full)")
     p.set_defaults(func=cmd_stages)
-    s = sub.add_parser("schema", help="print the JSON Schema of a manifest (for editors' YAML validation)",
+    s = sub.add_parser("schema", help=COMMANDS["schema"].help,
                        description="The JSON Schema (draft 2020-12) of a manifest: top-level keys, each stage's "
                                    "config, each phase section. Point an editor at it (e.g. a "
                                    "'# yaml-language-server: $schema=datapipe.formats.documents.json' first line).")
@@ -40,63 +47,12 @@ def add_cli(sub) -> None:
 
 # ----------------------------------------------------------------------------- the catalogue
 
-def _type(s: dict) -> str:
-    """A short type name of a JSON Schema fragment (``float | None``, ``list[str]``...)."""
-    if "anyOf" in s:
-        return " | ".join(dict.fromkeys(_type(x) for x in s["anyOf"]))
-    if "enum" in s:
-        return " | ".join(json.dumps(v) for v in s["enum"])
-    if "const" in s:
-        return json.dumps(s["const"])
-    t = s.get("type")
-    if t == "array":
-        return f"list[{_type(s.get('items', {}))}]" if s.get("items") else "list"
-    if t == "object":
-        v = s.get("additionalProperties")
-        return f"dict[str, {_type(v)}]" if isinstance(v, dict) else "dict"
-    return {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "None"}.get(t, t or "any")
-
-
-def _range(s: dict) -> str:
-    """``[0, 1]``, ``>= 1``, ``(0, 1)``... of a fragment (numbers inside ``anyOf``/maps too); '' if none."""
-    inner = s.get("additionalProperties")
-    for part in s.get("anyOf", []) + ([inner] if isinstance(inner, dict) else []):
-        r = _range(part)
-        if r:
-            return r
-    lo, lo_x = (s["minimum"], False) if "minimum" in s else (s.get("exclusiveMinimum"), True)
-    hi, hi_x = (s["maximum"], False) if "maximum" in s else (s.get("exclusiveMaximum"), True)
-    if lo is not None and hi is not None:
-        return f"{'(' if lo_x else '['}{lo:g}, {hi:g}{')' if hi_x else ']'}"
-    if lo is not None:
-        return f"{'>' if lo_x else '>='} {lo:g}"
-    if hi is not None:
-        return f"{'<' if hi_x else '<='} {hi:g}"
-    return ""
-
-
-def _source(cls) -> str:
-    """``stages/gopher.py:342``: where the class is defined, relative to the checkout when inside it."""
-    try:
-        path = Path(inspect.getsourcefile(cls) or "")
-        line = inspect.getsourcelines(cls)[1]
-    except (OSError, TypeError):
-        return cls.__module__
-    root = REPO_ROOT
-    try:
-        path = path.resolve().relative_to(root)
-    except ValueError:
-        pass
-    return f"{path}:{line}"
-
-
 def stage_catalog() -> list[dict]:
     """Every registered stage, in registration order: ``name``, ``class``, ``source`` (file:line),
     ``doc`` (class docstring), ``config_doc``, ``reads`` (columns besides text: ``Stage.reads``),
     ``requires`` (those it cannot decide without), ``adds`` (signal columns), ``edits``, ``needs``, ``config``: ``[{field, type, default, range, required}]``,
     ``rules``: the decision rules it declares, in order, ``[{reason, column, op, threshold, rule}]``
     (``threshold``: the config field holding it, or null for a fixed limit; ``rule``: in words)."""
-    from datapipe.stage import registry
 
     out = []
     for name, cls in registry().items():
@@ -105,10 +61,10 @@ def stage_catalog() -> list[dict]:
         fields = []
         for fname, info in cls.Config.model_fields.items():
             default = None if info.is_required() else info.get_default(call_default_factory=True)
-            fields.append({"field": fname, "type": _type(props.get(fname, {})),
+            fields.append({"field": fname, "type": type_name(props.get(fname, {})),
                            "default": json.loads(json.dumps(default, default=str)),
-                           "range": _range(props.get(fname, {})), "required": info.is_required()})
-        out.append({"name": name, "class": f"{cls.__module__}.{cls.__qualname__}", "source": _source(cls),
+                           "range": value_range(props.get(fname, {})), "required": info.is_required()})
+        out.append({"name": name, "class": f"{cls.__module__}.{cls.__qualname__}", "source": source_of(cls),
                     "doc": inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or ""),
                     "config_doc": inspect.cleandoc(cls.Config.__doc__ or "") if cls.Config.__doc__ else "",
                     "reads": list(cls.reads), "requires": list(cls.requires), "adds": [f.name for f in cls.fields],
@@ -166,7 +122,6 @@ def _show_section(out: Console, sec: dict, full: bool) -> None:
 
 
 def cmd_stages(args) -> int:
-    from datapipe.cli.section_catalog import section_catalog
 
     out, err = Console(), Console(stderr=True, soft_wrap=True)
     cat = [s | {"kind": "stage"} for s in stage_catalog()]
@@ -174,8 +129,6 @@ def cmd_stages(args) -> int:
     if args.name:
         cat, secs = [s for s in cat if s["name"] == args.name], [s for s in secs if s["name"] == args.name]
         if not cat and not secs:
-            from datapipe.manifest.suggest import did_you_mean
-            from datapipe.stages import names
 
             known = names() + [s["name"] for s in section_catalog()]
             err.print("[bold red]error:[/] " + escape(
@@ -204,9 +157,6 @@ def manifest_schema() -> dict:
     ``report``...) with its own class. Internal fields (``sections``, ``source_file``) are left out."""
     from pydantic.json_schema import models_json_schema
 
-    from datapipe.manifest.load import Manifest
-    from datapipe.phase import section_classes
-    from datapipe.stage import registry
 
     reg, sections = registry(), section_classes()
     models = []

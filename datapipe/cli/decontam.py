@@ -16,7 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from datapipe.cli.commands import COMMANDS
 from datapipe.env import REPO_ROOT, shared_data
+from datapipe.stages.lib import decontam_index as I
+from datapipe.stages.lib import decontam_sources as S
+from datapipe.stages.lib.decontam_sources import sources_fingerprint
 
 #: Bump when the index's content changes for equal sources (the matcher's code is hashed too).
 BUILDER_VERSION = 1
@@ -24,7 +28,7 @@ _CODE = ["decontam_text.py", "decontam_kernel.py", "decontam_sources.py", "decon
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("decontam", help="benchmark decontamination: build the n-gram index of test items",
+    p = sub.add_parser("decontam", help=COMMANDS["decontam"].help,
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
     dsub = p.add_subparsers(dest="decontam_command", metavar="ACTION")
     q = dsub.add_parser("index", help="build the index of benchmark test items")
@@ -53,7 +57,6 @@ def _err(msg: str) -> int:
 
 def collect(args) -> tuple[list, list[Path], dict]:
     """(items, source files, settings) of an ``index`` command line. Raises ValueError, FileNotFoundError."""
-    from datapipe.stages.lib import decontam_sources as S
 
     items, files = [], []
     if not args.no_evalsets:
@@ -87,8 +90,6 @@ def collect(args) -> tuple[list, list[Path], dict]:
 
 
 def cmd_index(args) -> int:
-    from datapipe.stages.lib import decontam_index as I
-    from datapipe.stages.lib.decontam_sources import sources_fingerprint
 
     t0 = time.perf_counter()
     try:

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+from datapipe.cli.commands import COMMANDS
+from datapipe.cli.termfmt import os_error_line
+from datapipe.loader.export import export_tokens
+
 
 def add_cli(sub) -> None:
     p = sub.add_parser(
-        "export-tokens", help="write a run's token shards for other trainers (Megatron-LM .bin/.idx, nanoGPT memmap)",
+        "export-tokens", help=COMMANDS["export-tokens"].help,
         description="Read OUTPUT/tokens/index.json and write every document once, in shard order: "
                     "'megatron' writes OUT.bin + OUT.idx (one sequence per document; uint16 ids, or int32 "
                     "when the vocabulary needs more); 'memmap' writes OUT/train.bin (+ val.bin with "
@@ -26,8 +30,6 @@ def cmd_export(args) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from datapipe.cli.termfmt import os_error_line
-    from datapipe.loader.export import export_tokens
 
     err = Console(stderr=True, soft_wrap=True)
     if args.old_out is not None or args.out is None:

@@ -12,7 +12,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from datapipe.cli.catalog import manifest_schema
+from datapipe.cli.commands import COMMANDS
 from datapipe.cli.termfmt import cannot_write
+from datapipe.env import shared_data
+from datapipe.manifest.load import load_manifest
 
 _HEAD = """\
 # yaml-language-server: $schema=datapipe.formats.documents.json   (beside this file; `datapipe schema` rewrites it)
@@ -114,7 +118,6 @@ SAMPLE = "${DATAPIPE_SAMPLE_DIR:-../shared/data/warc}"
 def sample_for(folder: Path) -> str:
     """:data:`SAMPLE` with its default written relative to ``folder`` (where the manifest goes):
     a manifest's relative paths resolve against its own folder."""
-    from datapipe.env import shared_data
 
     rel = os.path.relpath(os.path.abspath(shared_data() / "warc"), os.path.abspath(folder))
     return "${DATAPIPE_SAMPLE_DIR:-" + rel + "}"
@@ -139,7 +142,7 @@ def render(preset: str, path: str = "manifest.yaml", inputs: str = SAMPLE, outpu
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("init", help="write a commented starter manifest (fineweb, dclm or c4 preset)",
+    p = sub.add_parser("init", help=COMMANDS["init"].help,
                        description="Write DIR/manifest.yaml: a commented manifest modelled on a published recipe, "
                                    "with where each setting comes from. Run it as printed, e.g. with --limit 100 "
                                    "for a first look.")
@@ -161,8 +164,6 @@ def cmd_init(args) -> int:
         return 2
     inputs = sample_for(target.parent) if args.input is None else input_for(args.input, target.parent)
     text = render(args.preset, str(target), inputs, args.output)
-    from datapipe.cli.catalog import manifest_schema
-    from datapipe.manifest.load import load_manifest
 
     try:  # DIR a file, or under one, or not writable: one line, exit 2
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -8,8 +8,16 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from datapipe.cli.termfmt import cannot_write, os_error_line
+from datapipe.cli.commands import COMMANDS
+from datapipe.cli.termfmt import cannot_write, config_lines, os_error_line, print_funnel, short_value
 from datapipe.inspect import reader as I
+from datapipe.inspect.ids import SHORT, resolve_id, short_id
+from datapipe.inspect.run_config import (
+    effective_phase_configs,
+    effective_stage_configs,
+)
+from datapipe.inspect.what_if import what_if
+from datapipe.stages.phases.report.html import write_report
 
 EPILOG = """examples:
   datapipe inspect runs/sample                                   the funnel
@@ -27,7 +35,7 @@ gopher_repetition, c4, fineweb, toxicity, nsfw, quality_classifier (not extract 
 
 def add_cli(sub) -> None:
     """Register the ``inspect`` and ``report`` subcommands."""
-    p = sub.add_parser("inspect", help="what the filters did: funnel, samples per reason, filters, one document, what-if",
+    p = sub.add_parser("inspect", help=COMMANDS["inspect"].help,
                        description="Inspect a finished run (the --output directory of `datapipe run`). "
                                    "Without options: the funnel. Reads only the columns each question needs.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -53,7 +61,7 @@ def add_cli(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_inspect)
 
-    r = sub.add_parser("report", help="write the run report (self-contained HTML with plots)",
+    r = sub.add_parser("report", help=COMMANDS["report"].help,
                        description="Write RUN_DIR/report.html: funnel, rejections by reason, languages, one "
                                    "histogram per signal column with its thresholds, per-stage time. Every run writes "
                                    "the same page without the histograms (they cost ~0.1-0.3 s each; "
@@ -79,7 +87,6 @@ def _count(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from datapipe.stages.phases.report.html import write_report
 
     err = Console(stderr=True, soft_wrap=True)
     try:
@@ -112,22 +119,16 @@ def cmd_inspect(args) -> int:
             res = I.where(run, kind, args.where if args.where is not None else "true", args.limit, cols, args.text)
             show = _show_where
         elif args.doc:
-            from datapipe.inspect.ids import resolve_id
 
             res = I.document(run, resolve_id(run, args.doc))
             if args.raw:
                 res["raw"], res["raw_error"] = _raw(res)
             show = _show_doc
         elif args.what_if:
-            from datapipe.inspect.rules import what_if
 
             res = what_if(run, args.what_if)
             show = _show_what_if
         else:
-            from datapipe.inspect.run_config import (
-                effective_phase_configs,
-                effective_stage_configs,
-            )
 
             res = I.funnel(run)
             res["stage_configs"] = [{n: c} for n, c in effective_stage_configs(run)]
@@ -153,7 +154,6 @@ def _table(title, cols, right=()):
 
 
 def _show_funnel(out: Console, f: dict) -> None:
-    from datapipe.cli.termfmt import config_lines, print_funnel
 
     out.print(f"[bold]{f['run']}[/]  records by type: "
               + ", ".join(f"{k} {v:,}" for k, v in sorted(f["records_by_type"].items())), highlight=False)
@@ -208,7 +208,6 @@ def _fmt(v):
 
 
 def _show_where(out: Console, res: dict) -> None:
-    from datapipe.inspect.ids import SHORT, short_id
 
     narrow = out.width < 120  # a whole 32-hex id would wrap over two lines beside url and reason
     t = _table(f"{res['kind']} where {res['where']}: {res['count']:,} documents "
@@ -268,7 +267,6 @@ def _raw(res: dict) -> tuple[dict | None, str | None]:
 def _show_what_if(out: Console, w: dict) -> None:
     from rich.markup import escape
 
-    from datapipe.cli.termfmt import short_value  # YAML spellings: null, true, 0.5
 
     out.print(f"[bold]what if[/] {w['stage']}: " + escape(", ".join(
         f"{k} {short_value(w['config_old'].get(k))} -> {short_value(v)}" for k, v in w["changes"].items())),

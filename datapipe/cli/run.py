@@ -6,15 +6,25 @@ from urllib.parse import urlsplit
 
 from rich.console import Console
 
+from datapipe.cli.commands import COMMANDS
 from datapipe.cli.progress import RunProgress
 from datapipe.cli.termfmt import ledger_stages, print_funnel
+from datapipe.engine import runner
 from datapipe.engine.ledger import LedgerError
+from datapipe.engine.lock import OutputLockedError, is_stale, read_lock
+from datapipe.engine.lock import describe as lock_holder
+from datapipe.engine.plan import PlanError, check_phase_names, describe, make_plan
+from datapipe.engine.runner import limit_summary
+from datapipe.io.paths import InputError
+from datapipe.manifest.load import ManifestError, load_manifest
+from datapipe.models import ModelError
 from datapipe.phase import phases
+from datapipe.stages.phases.tokenize.tokenizer import TokenizerError
 
 
 def add_cli(sub) -> None:
     p = sub.add_parser(
-        "run", help="run a manifest (read -> extract -> langid -> filters -> dedup -> mix/tokenize)",
+        "run", help=COMMANDS["run"].help,
         description="Run a job described by a YAML manifest on Dask. A rerun into an existing output "
                     "equals a fresh run of the final manifest: finished work whose inputs and settings "
                     "are unchanged is skipped, a changed phase-1 stage reruns from the stored rows of the "
@@ -63,7 +73,6 @@ def add_cli(sub) -> None:
 def print_summary(out: Console, result, manifest) -> None:
     """The end of a run: the funnel (every reason, seconds per stage), tokens, totals, the report path.
     Fits ``out.width`` (80 columns in a pipe) without cutting a number."""
-    from datapipe.engine.runner import limit_summary
 
     print_funnel(out, ledger_stages(result.ledger), extra=("seconds",))
     lim = limit_summary(manifest, result.tasks)
@@ -84,11 +93,6 @@ def print_summary(out: Console, result, manifest) -> None:
 
 
 def cmd_run(args) -> int:
-    from datapipe.engine import runner
-    from datapipe.io.paths import InputError
-    from datapipe.manifest.load import ManifestError, load_manifest
-    from datapipe.models import ModelError
-    from datapipe.stages.phases.tokenize.tokenizer import TokenizerError
 
     err = Console(stderr=True, soft_wrap=True)
     out = Console()
@@ -108,7 +112,6 @@ def cmd_run(args) -> int:
         overrides["output_formats"] = sorted(set(args.output_format) | {"parquet"})
     if args.limit is not None:
         overrides["inputs.limit"] = args.limit
-    from datapipe.engine.plan import PlanError, check_phase_names
 
     try:
         manifest = load_manifest(args.manifest, overrides)
@@ -135,8 +138,6 @@ def cmd_run(args) -> int:
         out.print(f"  then open http://localhost:{port}/status", highlight=False, soft_wrap=True)
         out.print(f"  per-stage counters so far: http://localhost:{port}/datapipe", highlight=False)
 
-    from datapipe.engine.lock import OutputLockedError
-    from datapipe.engine.plan import PlanError
 
     try:
         with progress:
@@ -179,9 +180,6 @@ def _print_unreadable(err: Console, records: list[dict]) -> None:
 
 
 def _dry_run(out: Console, err: Console, manifest, inputs, args) -> int:
-    from datapipe.engine.lock import describe as lock_holder
-    from datapipe.engine.lock import is_stale, read_lock
-    from datapipe.engine.plan import PlanError, describe, make_plan
 
     try:
         plan = make_plan(manifest, inputs, args.force_from, args.only)

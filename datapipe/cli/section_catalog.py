@@ -10,6 +10,9 @@ import sys
 
 from pydantic import BaseModel
 
+from datapipe.cli.schema_words import source_of, type_name, value_range
+from datapipe.phase import phases
+
 
 def _nested(annotation) -> type[BaseModel] | None:
     for a in (annotation, *getattr(annotation, "__args__", ())):
@@ -21,7 +24,6 @@ def _nested(annotation) -> type[BaseModel] | None:
 def section_fields(model: type[BaseModel], prefix: str = "", default=None) -> list[dict]:
     """``[{field, type, default, range, required}]`` of ``model``, nested models flattened
     (``field`` dotted). ``default``: an instance whose values are the defaults (else the class's)."""
-    from datapipe.cli.catalog import _range, _type
 
     props = model.model_json_schema().get("properties", {})
     out = []
@@ -38,8 +40,8 @@ def section_fields(model: type[BaseModel], prefix: str = "", default=None) -> li
             continue
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json")
-        out.append({"field": prefix + name, "type": _type(props.get(name, {})),
-                    "default": json.loads(json.dumps(value, default=str)), "range": _range(props.get(name, {})),
+        out.append({"field": prefix + name, "type": type_name(props.get(name, {})),
+                    "default": json.loads(json.dumps(value, default=str)), "range": value_range(props.get(name, {})),
                     "required": info.is_required()})
     return out
 
@@ -47,8 +49,6 @@ def section_fields(model: type[BaseModel], prefix: str = "", default=None) -> li
 def section_catalog() -> list[dict]:
     """Every phase section, in run order: ``name`` (the manifest key), ``kind`` ("phase section"),
     ``phase``, ``class``, ``source``, ``doc``, ``config`` (``section_fields``)."""
-    from datapipe.cli.catalog import _source
-    from datapipe.phase import phases
 
     out, seen = [], set()
     for ph in phases():
@@ -58,6 +58,6 @@ def section_catalog() -> list[dict]:
             seen.add(key)
             doc = inspect.cleandoc(cls.__doc__ or sys.modules[ph.__module__].__doc__ or "")
             out.append({"name": key, "kind": "phase section", "phase": ph.name,
-                        "class": f"{cls.__module__}.{cls.__qualname__}", "source": _source(cls), "doc": doc,
+                        "class": f"{cls.__module__}.{cls.__qualname__}", "source": source_of(cls), "doc": doc,
                         "config": section_fields(cls)})
     return out

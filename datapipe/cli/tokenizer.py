@@ -4,6 +4,14 @@ from __future__ import annotations
 import json
 import sys
 
+from datapipe.cli.commands import COMMANDS
+from datapipe.stages.phases.tokenize.bpe_training import train_bpe
+from datapipe.stages.phases.tokenize.tokenizer import (
+    TokenizeConfig,
+    TokenizerError,
+    load_tokenizer,
+)
+
 
 class _ArgumentError(Exception):
     """What the user gave cannot be used: printed as ``error: ...``, exit 2."""
@@ -46,7 +54,6 @@ def _iter_texts(run_dir: str, max_docs: int | None, storage_options: dict):
 
 
 def _cmd_train(args) -> int:
-    from datapipe.stages.phases.tokenize.bpe_training import train_bpe
 
     specials = args.special_tokens or ["<|endoftext|>"]
     info = train_bpe(_iter_texts(args.run_dir, args.max_docs, {}), args.out, vocab_size=args.vocab_size,
@@ -56,11 +63,6 @@ def _cmd_train(args) -> int:
 
 
 def _load(args):
-    from datapipe.stages.phases.tokenize.tokenizer import (
-        TokenizeConfig,
-        TokenizerError,
-        load_tokenizer,
-    )
 
     name = args.tokenizer
     given = getattr(args, "tokenizer_arg", None)
@@ -89,7 +91,7 @@ def _cmd_encode(args) -> int:
 
 def add_cli(subparsers) -> None:
     """Add ``tokenizer`` with subcommands ``train``, ``info`` and ``encode``."""
-    p = subparsers.add_parser("tokenizer", help="train, inspect or try tokenizers",
+    p = subparsers.add_parser("tokenizer", help=COMMANDS["tokenizer"].help,
                               description="Tokenizers for phase 3 (mix + tokenize).")
     sub = p.add_subparsers(dest="tokenizer_command", metavar="SUBCOMMAND")
 

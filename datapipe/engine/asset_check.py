@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from datapipe.manifest.load import ManifestError
+from datapipe.manifest.load import ManifestError, dotted_field, error_location, line_map
 from datapipe.models import ModelError
 
 #: What a check raises for a bad setting (missing or unreadable file, wrong label, bad checksum).
@@ -24,16 +24,15 @@ class AssetError(ManifestError):
 
 
 def _location(manifest, loc: tuple) -> str:
-    from datapipe.manifest.load import _field, _line_map, _where
 
     src = manifest.source_file
     if not src:
-        return _field(loc)
+        return dotted_field(loc)
     try:
-        lines = _line_map(Path(src).read_text(encoding="utf-8"))
+        lines = line_map(Path(src).read_text(encoding="utf-8"))
     except Exception:  # noqa: BLE001 - the file changed or went away: name the setting without a line
         lines = {}
-    return _where(src, lines, loc)
+    return error_location(src, lines, loc)
 
 
 def one_line(text: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from datapipe.engine.lineage import fingerprint
 from datapipe.env import cache_dir
+from datapipe.io.paths import is_remote
 
 FILE = "checked-stages.json"
 #: Kept per file; the oldest entries go first (a check costs seconds, the file a few KB).
@@ -155,7 +156,6 @@ def content_digest(paths) -> str:
     folder, mtime or inode enters it. Each file's sha256 is remembered by its path, size, mtime,
     ctime and inode (``$DATAPIPE_CACHE/file-hashes.json``), so only a changed file is read again.
     A remote URL counts by its store's checksum (ETag)."""
-    from datapipe.io.paths import is_remote
 
     parts, new = [], {}
     cached = None

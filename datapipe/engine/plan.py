@@ -15,6 +15,7 @@ from datapipe.engine.lineage import canonical_json, fingerprint
 from datapipe.engine.task import KINDS, common_prefix, marker_url, missing_outputs
 from datapipe.engine.task_plan import TaskSpec, plan_specs, stage_assets
 from datapipe.io.parquet import fs_and_path, join, read_json
+from datapipe.io.paths import input_identity
 from datapipe.phase import (
     DOCUMENTS,
     INTERMEDIATE,
@@ -26,6 +27,7 @@ from datapipe.phase import (
     read_marker,
 )
 from datapipe.phase import marker_url as phase_marker_url
+from datapipe.stage import registry
 
 #: Where phase-1 tasks leave files; phases add per-task files there too (``rejected/dedup-<task>``).
 TASK_FOLDERS = ("_tasks", *KINDS.values(), DOCUMENTS.folder)
@@ -97,7 +99,6 @@ def tasks_fingerprint(records: list[dict]) -> str:
 
 def manifest_specs(manifest, inputs: list[str]) -> list[TaskSpec]:
     """Phase-1 task specs of ``manifest`` over canonical ``inputs``, with lineage fingerprints."""
-    from datapipe.io.paths import input_identity
 
     mi = manifest.inputs
     so = mi.storage_options
@@ -147,7 +148,6 @@ def _task_plan(spec: TaskSpec, force: bool) -> TaskPlan:
         why = f"stage {old[start]} removed"
     else:
         why = "stage order changed"
-    from datapipe.stage import registry
 
     reg = registry()
     if k == 1 or any("payload" in getattr(reg[n], "needs", ()) for n in new[start:]):

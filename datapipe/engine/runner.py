@@ -19,8 +19,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from datapipe import monitor
+from datapipe.engine import check_cache, procenv
+from datapipe.engine.asset_check import asset_error
+from datapipe.engine.cluster import HealingLocalCluster
 from datapipe.engine.ledger import Ledger, StageCounts
 from datapipe.engine.lock import OutputLock
+from datapipe.engine.orphans import orphaned_outputs
 from datapipe.engine.plan import (
     PHASE1,
     RunPlan,
@@ -29,12 +34,15 @@ from datapipe.engine.plan import (
     phase_context,
     tasks_fingerprint,
 )
+from datapipe.engine.procenv import ProcessLimits
 from datapipe.engine.task import PROGRESS_TOPIC, run_file_task
 from datapipe.engine.task_failure import record_failed_task
 from datapipe.engine.verify import verify_run
+from datapipe.engine.warmup import ChainWarmup
 from datapipe.formats.dataset_card import write_card
-from datapipe.io.parquet import join, remove_file, write_json_atomic
-from datapipe.io.paths import InputSet, resolve_inputs
+from datapipe.io.parquet import fs_and_path, join, remove_file, write_json_atomic
+from datapipe.io.paths import InputError, InputSet, resolve_inputs
+from datapipe.io.readers import detect_format
 from datapipe.manifest.load import Manifest, ManifestError
 from datapipe.phase import (
     INTERMEDIATE,
@@ -130,8 +138,6 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
     ``probe_output=False`` (``--dry-run``) leaves the output location untouched.
     Raises ModelError / InputError / ManifestError / TokenizerError.
     """
-    from datapipe.engine import check_cache
-    from datapipe.engine.asset_check import asset_error
 
     for i, st in enumerate(manifest.build_stages()):
         # Assets resolve against the working directory and DATAPIPE_* variables: part of the key.
@@ -163,7 +169,6 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
 def check_extraction(manifest: Manifest, inputs) -> None:
     """HTML inputs (WARC / ARC responses) need the ``extract`` stage: without it every page was
     kept with empty text and tokenized as a lone EOS. Raises ManifestError naming a file."""
-    from datapipe.io.readers import detect_format
 
     if any(next(iter(s)) == "extract" for s in manifest.stages):
         return
@@ -179,8 +184,6 @@ def check_extraction(manifest: Manifest, inputs) -> None:
 def check_output_usable(output: str, storage_options: dict | None = None) -> None:
     """What can be told without writing (``--dry-run``): the output location is not a file and, on
     a local disk, its nearest existing folder is one this process may write in. Raises InputError."""
-    from datapipe.io.parquet import fs_and_path
-    from datapipe.io.paths import InputError
 
     try:
         fs, root = fs_and_path(output, storage_options)
@@ -205,8 +208,6 @@ def check_output_writable(output: str, storage_options: dict | None = None) -> N
     """Create the output location and write + delete a probe file there; raise InputError if not possible."""
     import uuid
 
-    from datapipe.io.parquet import fs_and_path
-    from datapipe.io.paths import InputError
 
     try:
         fs, root = fs_and_path(output, storage_options)
@@ -244,8 +245,6 @@ def local_cluster(n_workers: int, threads_per_worker: int = 1, memory_limit="aut
     (Dask's ``no-workers-timeout``) instead of the run waiting forever."""
     import dask
 
-    from datapipe.engine import procenv
-    from datapipe.engine.cluster import HealingLocalCluster
 
     env = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **procenv.worker_environ(threads_per_worker)}
     cfg = {"distributed.nanny.pre-spawn-environ": env,
@@ -342,7 +341,6 @@ def _remove(paths: list[str], storage_options: dict | None) -> None:
 
 def _prune_intermediates(output: str, storage_options: dict | None) -> None:
     """Remove the empty folders of document versions no transform writes any more."""
-    from datapipe.io.parquet import fs_and_path
 
     fs, root = fs_and_path(output, storage_options)
     base = f"{root.rstrip('/')}/{INTERMEDIATE}"
@@ -400,18 +398,13 @@ def run(manifest: Manifest, inputs: list[str] | None = None, progress=None, on_d
 
 
 def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, on_records, on_plan):
-    from datapipe import monitor
-    from datapipe.engine.procenv import ProcessLimits
 
     so = manifest.inputs.storage_options
     specs = plan.specs
     monitor.register(client)  # per-stage counters on the dashboard (/datapipe)
     client.register_plugin(ProcessLimits())  # thread pools capped per worker, external clusters too
     if specs:  # models, sandbox and kernels load beside a worker's first task, not in it (only
-        from datapipe.engine.warmup import (
-            ChainWarmup,  # on workers that get one: see datapipe.engine.warmup)
-        )
-
+        # on workers that get one: see datapipe.engine.warmup)
         n_workers = len(client.scheduler_info().get("workers", {}))
         client.register_plugin(ChainWarmup(specs[0].stages, PHASE1_KEY,
                                            eager=0 < n_workers <= (os.cpu_count() or 1)))
@@ -422,7 +415,7 @@ def _phase1(client, manifest: Manifest, plan: RunPlan, progress, on_dashboard, o
         on_plan(spec_bytes(specs, so), offset_starts(specs))
     from distributed import as_completed
 
-    if on_records:  # live record counts from running tasks (see task._report_progress)
+    if on_records:  # live record counts from running tasks (see task.report_progress)
         client.subscribe_topic(PROGRESS_TOPIC, lambda ev: "records" in ev[1]
                                and on_records(ev[1]["task"], ev[1]["records"], ev[1].get("offset")))
     futures = {client.submit(run_file_task, s, key=f"{PHASE1_KEY}{s.task_id}-{s.fingerprint}",
@@ -462,7 +455,6 @@ def _phases(client, manifest: Manifest, plan: RunPlan, records: list[dict], ledg
             rows = {k: StageCounts.from_dict(v) for k, v in (m.get("ledger") or {}).items()}
             result_stats = dict(m.get("stats") or {}, skipped=True)
         else:
-            from datapipe.engine.orphans import orphaned_outputs
 
             _remove(orphaned_outputs(ph, ctx), so)  # shards of tasks left with no rows to transform
             if "*" in ph.reads:  # it reads the ledger too: write what is known so far

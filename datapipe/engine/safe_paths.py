@@ -17,9 +17,8 @@ ENGINE_OWNED = frozenset({"documents", "rejected", "errors", "_tasks", "_filtere
 def reserved() -> frozenset[str]:
     """Top-level entries the run owns: the engine's and every registered phase's work folders and
     fixed-place datasets (a token folder is a setting, so not among them)."""
-    from datapipe.phase import (
-        phases,  # the registry imports the phases, whose configs import this module
-    )
+    # Lazy: the phase registry imports the phases, whose configs import this module.
+    from datapipe.phase import phases
 
     out = set(ENGINE_OWNED)
     for cls in phases():

@@ -22,6 +22,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datapipe.engine.check_cache import assets_digest
 from datapipe.engine.ledger import Ledger
 from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import (
@@ -30,14 +31,16 @@ from datapipe.formats.documents import (
     document_schema,
     snapshot_column,
 )
+from datapipe.io.items import ReadItem
 from datapipe.io.parquet import (
+    fs_and_path,
     join,
     read_json,
     remove_file,
     write_json_atomic,
     write_table_atomic,
 )
-from datapipe.io.readers import ReadItem, read_input
+from datapipe.io.readers import read_input
 from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
 
 log = logging.getLogger("datapipe")
@@ -57,7 +60,6 @@ def build_chain(stages: list[dict]) -> list[Stage]:
     """Stage instances for a chain, cached per worker process by their configuration and the
     content digest of their files (``Stage.lineage_assets``: a model retrained in place is loaded
     again by a warm worker), set up (thread-safe: one setup per cached stage)."""
-    from datapipe.engine.check_cache import assets_digest
 
     reg = registry()
     chain = []
@@ -84,7 +86,7 @@ def _text_bytes(t: pa.Table) -> int:
     return int(v or 0)
 
 
-def _rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+def rows_to_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     present = set().union(*rows) if rows else set()  # reader rows set ~20 of the schema's fields
     cols = {}
     for f in schema:
@@ -188,7 +190,7 @@ def edits_text(st) -> bool:
     return "text" in getattr(st, "edits", ())
 
 
-def _snapshot_if_changed(table: pa.Table, column: str) -> pa.Table:
+def snapshot_if_changed(table: pa.Table, column: str) -> pa.Table:
     """Keep the snapshot only where the stage changed the text (no second copy otherwise)."""
     snap, text = table.column(column), table.column("text")
     same = pc.fill_null(pc.equal(snap, text), False)
@@ -205,7 +207,7 @@ def stage_result(st: Stage, table: pa.Table, out: TaskOutputs, logged: set) -> p
         result = st(table)
         if result.num_rows != table.num_rows:
             raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {table.num_rows}")
-        return _snapshot_if_changed(result, snap) if snap else result
+        return snapshot_if_changed(result, snap) if snap else result
     except Exception as e:  # noqa: BLE001 - a stage bug on a batch must not lose its rows
         detail = " ".join(str(e).split())[:_DETAIL_CHARS]
         reason = f"{st.name}:exception:{type(e).__name__}" + (f": {detail}" if detail else "")
@@ -241,7 +243,7 @@ def run_stages(table: pa.Table, chain: list[Stage], start: int, ledger: Ledger, 
 PROGRESS_TOPIC = "datapipe-progress"
 
 
-def _report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[int] | None = None,
+def report_progress(spec: TaskSpec, records: int, ledger: Ledger, read: list[int] | None = None,
                      offset: int | None = None) -> None:
     """Tell the client and the scheduler (datapipe.monitor) how far this task has got: records read
     and its ledger so far, per stage ``[in, kept, rejected, errored]`` (cumulative, so a retry
@@ -277,7 +279,6 @@ def common_prefix(old: list[str] | None, new: list[str] | None) -> int:
 
 def missing_outputs(spec: TaskSpec, done: dict) -> list[str]:
     """The shards a success record says the task wrote that are not on disk (paths)."""
-    from datapipe.io.parquet import fs_and_path
 
     out = []
     for kind, written in (done.get("files") or {}).items():
@@ -300,7 +301,7 @@ def run_file_task(spec: TaskSpec) -> dict:
         done = None  # a shard of it was deleted: the record proves nothing, read the file again
     if done and done.get("fingerprint") == spec.fingerprint:
         done["skipped"] = True
-        _report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
+        report_progress(spec, done["ledger"]["stages"]["read"]["in"], Ledger.from_dict(done["ledger"]))
         return done
     chain = build_chain(spec.stages)
     schema = document_schema(chain)
@@ -308,6 +309,8 @@ def run_file_task(spec: TaskSpec) -> dict:
     k = common_prefix(done.get("prefix") if done else None, spec.prefix)
     record = None
     if done and k >= 2:  # the read and at least one stage are unchanged
+        # Lazy: task_retune builds on this module's helpers (splitting them out of this module,
+        # which runner and plan import from, breaks the cycle).
         from datapipe.engine.task_retune import retune_task
 
         record = retune_task(spec, done, k - 1, chain, schema)
@@ -340,7 +343,7 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
         limited = False
 
         def flush():
-            table = _rows_to_table([it.row for it in batch], in_schema)
+            table = rows_to_table([it.row for it in batch], in_schema)
             out.write("kept", run_stages(table, chain, 0, ledger, out, logged))
 
         opts = dict(spec.read_options)
@@ -358,7 +361,7 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
                     flush()
                     batch = []
                     n_rr, n_re = len(read_rej), len(read_err)
-                    _report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re],
+                    report_progress(spec, n_read, ledger, [n_read, n_read - n_rr - n_re, n_rr, n_re],
                                      offset=item.row.get("warc_offset"))
             elif item.status == "rejected":
                 read_rej.append(item.reason)
@@ -366,7 +369,7 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
                 read_err.append(item.reason)  # the ledger counts the reason; the row also says where
                 why = f"{item.reason}: {item.detail}" if item.detail else item.reason
                 row = dict(item.row, error_reason=why, error_stage="read")
-                out.write("errors", _rows_to_table([row], schema))
+                out.write("errors", rows_to_table([row], schema))
         if batch:
             flush()
         n_docs = n_read - len(read_rej) - len(read_err)
@@ -378,7 +381,7 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
     except BaseException:
         out.abort()
         raise
-    _report_progress(spec, n_read, ledger)
+    report_progress(spec, n_read, ledger)
     return task_record(spec, chain, files, ledger, retuned_from=None, limited=limited)
 
 

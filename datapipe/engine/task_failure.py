@@ -11,11 +11,11 @@ are removed so the run's outputs never mix configurations.
 from __future__ import annotations
 
 from datapipe.engine.ledger import Ledger
-from datapipe.engine.task import KINDS, _rows_to_table, marker_url
+from datapipe.engine.task import KINDS, PROGRESS_TOPIC, marker_url, rows_to_table
 from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import conform, document_schema
+from datapipe.io.items import doc_id
 from datapipe.io.parquet import join, remove_file, write_table_atomic
-from datapipe.io.readers import doc_id
 from datapipe.phase import DOCUMENTS, phases
 from datapipe.stage import registry
 
@@ -60,13 +60,11 @@ def failure_detail(exc: BaseException, spec: TaskSpec | None = None, progress: d
 
 
 def last_progress(spec: TaskSpec) -> dict | None:
-    """The last progress event the task of ``spec`` published (``datapipe.engine.task._report_progress``),
+    """The last progress event the task of ``spec`` published (``datapipe.engine.task.report_progress``),
     read from the scheduler through the current client; ``{}`` when it published none, None when
     the events cannot be read (no client)."""
     try:
         from distributed import default_client
-
-        from datapipe.engine.task import PROGRESS_TOPIC
 
         events = default_client().get_events(PROGRESS_TOPIC)
     except Exception:  # noqa: BLE001 - no client, scheduler gone: the message says less, that is all
@@ -108,7 +106,7 @@ def record_failed_task(spec: TaskSpec, exc: BaseException, progress: dict | None
                 remove_file(join(spec.output, ds.file(spec.task_id)), so)
     remove_file(marker_url(spec), so)
     write_table_atomic(join(spec.output, "errors", f"{spec.task_id}.parquet"),
-                       conform(_rows_to_table([row], schema), schema), so)
+                       conform(rows_to_table([row], schema), schema), so)
     ledger = Ledger()
     for name in ["read"] + [c.name for c in classes]:  # the chain's stage order, zeros included, as a finished task has
         ledger.stage(name)

@@ -14,8 +14,14 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 
+from datapipe.engine.check_cache import assets_digest
 from datapipe.engine.lineage import fingerprint
+from datapipe.io.jsonl import byte_ranges
+from datapipe.io.parquet_input import row_group_ranges
 from datapipe.io.readers import TEXT_FORMATS, detect_format
+from datapipe.io.textdocs import resolve_fields
+from datapipe.io.warc_parts import VERSION as PART_READER_VERSION
+from datapipe.io.warc_parts import warc_byte_ranges
 from datapipe.stage import registry
 
 log = logging.getLogger(__name__)
@@ -64,7 +70,6 @@ def stage_assets(stages: list[dict]) -> list[str | None]:
     """Per chain item: ``check_cache.assets_digest`` of the configured stage's ``lineage_assets``
     (content hashes of its model and list files; None when it loads none). Cheap after the first
     call: each file's hash is remembered by its identity on disk."""
-    from datapipe.engine.check_cache import assets_digest
 
     reg = registry()
     out = []
@@ -137,12 +142,6 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
     an unknown preset/field key or duplicate ids.
     """
     from fsspec.core import url_to_fs
-
-    from datapipe.io.jsonl import byte_ranges
-    from datapipe.io.parquet_input import row_group_ranges
-    from datapipe.io.textdocs import resolve_fields
-    from datapipe.io.warc_parts import VERSION as PART_READER_VERSION
-    from datapipe.io.warc_parts import warc_byte_ranges
 
     so = storage_options or {}
     ro = dict(read_options or {})

@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 from datapipe.engine.ledger import Ledger, StageCounts
 from datapipe.engine.task import (
     TaskOutputs,
-    _report_progress,
     canonical_order,
     marker_url,
     remove_file,
+    report_progress,
     run_stages,
     task_record,
 )
@@ -37,7 +37,7 @@ from datapipe.engine.task_plan import TaskSpec
 from datapipe.engine.task_reuse import reusable, run_stages_reusing, unchanged_stages
 from datapipe.formats.documents import conform, snapshot_column
 from datapipe.io.parquet import fs_and_path
-from datapipe.stage import Stage
+from datapipe.stage import Stage, registry
 
 log = logging.getLogger("datapipe")
 _POS = "__old_position"
@@ -117,7 +117,6 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     pos = {n: i for i, n in enumerate(old_names)}
     out = TaskOutputs(spec, schema)
     files = done.get("files") or {}
-    from datapipe.stage import registry
 
     reg = registry()
     editors = [n for n in old_names[start:] if n in reg and "text" in getattr(reg[n], "edits", ())]
@@ -185,7 +184,7 @@ def retune_task(spec: TaskSpec, done: dict, start: int, chain: list[Stage], sche
     remove_file(marker_url(spec), spec.storage_options)  # the old record no longer describes the files
     committed = out.commit()
     n_read = ledger.stages["read"].n_in
-    _report_progress(spec, n_read, ledger)
+    report_progress(spec, n_read, ledger)
     log.info("task %s: reran stages %s from stored rows in %.2f s", spec.task_id,
              ", ".join(st.name for st in chain[start:]) or "(none)", time.perf_counter() - t0)
     return task_record(spec, chain, committed, ledger, retuned_from=start, limited=done.get("limited", False))

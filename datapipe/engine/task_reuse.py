@@ -27,11 +27,12 @@ import pyarrow.compute as pc
 from datapipe.engine.ledger import Ledger
 from datapipe.engine.task import (
     TaskOutputs,
-    _snapshot_if_changed,
     edits_text,
+    snapshot_if_changed,
     split_rows,
     stage_result,
 )
+from datapipe.engine.task_plan import stage_version
 from datapipe.formats.documents import snapshot_column
 from datapipe.stage import ERROR, REJECT, Stage
 
@@ -46,7 +47,6 @@ def unchanged_stages(done: dict, new_stages: list[dict], new_assets: list | None
     ``task_plan.stage_assets``) at the same position (records made before versions were
     recorded count as version 1). None when the chains differ in names or order, or the old
     record does not hold its stage configs (made before they were recorded)."""
-    from datapipe.engine.task_plan import stage_version
 
     old = done.get("stages")
     if old is None or len(old) != len(new_stages):
@@ -119,7 +119,7 @@ def _compute(st: Stage, table: pa.Table) -> pa.Table:
     result = st(t)
     if result.num_rows != t.num_rows:
         raise RuntimeError(f"stage {st.name} returned {result.num_rows} rows for {t.num_rows}")
-    return _snapshot_if_changed(result, snap) if snap else result
+    return snapshot_if_changed(result, snap) if snap else result
 
 
 def _merge(parts: list[tuple[np.ndarray, pa.Table]], n: int) -> pa.Table:

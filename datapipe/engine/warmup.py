@@ -34,6 +34,9 @@ from __future__ import annotations
 import logging
 import threading
 
+from datapipe.engine.task import build_chain
+from datapipe.phase import phases
+
 try:
     from distributed.diagnostics.plugin import WorkerPlugin
 except ImportError:  # pragma: no cover - distributed is a dependency
@@ -48,8 +51,6 @@ _ASSIGNED = ("waiting", "ready", "constrained", "executing")
 
 def import_task_modules() -> None:
     """Import phase 1's task module and every registered phase's module (their task functions)."""
-    import datapipe.engine.task  # noqa: F401 - run_file_task
-    from datapipe.phase import phases
 
     try:
         phases()
@@ -59,7 +60,6 @@ def import_task_modules() -> None:
 
 def warm(stages: list[dict]) -> None:
     """Set up every stage of ``stages`` (a chain as in a TaskSpec), last first; errors are logged."""
-    from datapipe.engine.task import build_chain
 
     for item in reversed(stages):
         try:

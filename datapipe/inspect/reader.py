@@ -1,4 +1,4 @@
-"""Read a finished run: the funnel, samples per reason, filters, one document (what-if: ``inspect_rules``).
+"""Read a finished run: the funnel, samples per reason, filters, one document (what-if: ``datapipe.inspect.what_if``).
 
 Everything here returns plain Python data (what ``--json`` prints); ``inspect_cli`` renders it with
 rich and ``report`` plots it. Shards are queried with DuckDB over the Parquet files, selecting only
@@ -21,8 +21,16 @@ import pyarrow.parquet as pq
 import yaml
 
 from datapipe.engine.ledger import Ledger
+from datapipe.inspect.errors import InspectError
+from datapipe.inspect.rules import stage_signal_columns, thresholds
+from datapipe.io.arc import parse_records
 from datapipe.io.parquet import fs_and_path, join, read_json
+from datapipe.io.readers import detect_format
+from datapipe.io.warc import finish_record, iter_records_tolerant
 from datapipe.manifest import yaml_guard
+from datapipe.manifest.suggest import did_you_mean
+from datapipe.stage import registry
+from datapipe.stages.lib.charset import decode_html
 
 #: Shard folders of a run and what ``--kept`` / ``--rejected`` / errors query.
 KINDS = {"kept": "documents", "rejected": "rejected", "errors": "errors"}
@@ -36,9 +44,6 @@ NOT_SIGNALS = {"id", "url", "host", "source", "warc_file", "warc_record_id", "wa
 class NotARunError(ValueError):
     """The directory is not the output of ``datapipe run``."""
 
-
-class InspectError(ValueError):
-    """A question about a run that cannot be answered (unknown reason, bad expression, ...)."""
 
 
 @dataclass
@@ -222,7 +227,6 @@ def _kind_of_reason(run: Run, reason: str) -> tuple[str, str]:
         if reason in s.errored:
             return "errors", "error_reason"
     known = sorted({r for s in run.ledger.stages.values() for r in list(s.rejected) + list(s.errored)})
-    from datapipe.manifest.suggest import did_you_mean
 
     raise InspectError(f"no documents with reason {reason!r} in this run{did_you_mean(reason, known)}; "
                        f"reasons: {', '.join(known) or 'none'}")
@@ -291,8 +295,6 @@ def where(run: Run, kind: str, expr: str, limit: int = 20, columns: list[str] | 
 
 def explain(stage: str | None, reason: str | None, row: dict, config: dict | None) -> dict:
     """The signal values a stage decided on and the thresholds of its config, for one row."""
-    from datapipe.inspect.rules import stage_signal_columns, thresholds
-    from datapipe.stage import registry
 
     if not stage or stage not in registry():   # read errors, rejections by a phase: no stage signals
         return {}
@@ -368,8 +370,6 @@ def raw_record(source: str, offset: int, storage_options: dict | None = None):
     For gzip files (one member per record, as Common Crawl writes them) one member is read from the
     offset; for plain WARC the record is parsed from the offset on.
     """
-    from datapipe.io.readers import detect_format
-    from datapipe.io.warc import finish_record, iter_records_tolerant
 
     fs, path = fs_and_path(source, storage_options)
     with fs.open(path, "rb") as fh:
@@ -388,7 +388,6 @@ def raw_record(source: str, offset: int, storage_options: dict | None = None):
         else:
             stream = io.BytesIO(fh.read())
     if detect_format(source) == "arc":
-        from datapipe.io.arc import parse_records
 
         rec = next(parse_records(stream, lambda p: offset + p), None)
     else:
@@ -400,7 +399,6 @@ def raw_record(source: str, offset: int, storage_options: dict | None = None):
 
 def raw_html(source: str, offset: int, storage_options: dict | None = None) -> dict:
     """``{headers, http_status, html}`` of the record at ``source:offset``, decoded like extraction does."""
-    from datapipe.stages.lib.charset import decode_html
 
     rec = raw_record(source, offset, storage_options)
     body = rec.http.body if rec.http is not None else rec.block

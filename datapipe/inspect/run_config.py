@@ -8,12 +8,13 @@ report show what this returns.
 from __future__ import annotations
 
 from datapipe.inspect.reader import Run
+from datapipe.phase import phases, read_marker, section_classes
+from datapipe.stage import registry
 
 
 def effective_stage_configs(run: Run) -> list[tuple[str, dict]]:
     """``[(stage name, config dict with every field)]`` in chain order. A stage this datapipe
     does not know, or a config it no longer accepts, is returned as recorded."""
-    from datapipe.stage import registry
 
     reg = registry()
     out = []
@@ -34,7 +35,6 @@ def effective_phase_configs(run: Run) -> dict[str, dict]:
     the values the phase chose (its stats): the settings in force, not the manifest's spelling."""
     import copy
 
-    from datapipe.phase import phases, read_marker, section_classes
 
     cfgs = run.ledger_dict.get("phase_configs")
     if cfgs is not None:

@@ -27,6 +27,7 @@ import json
 import re
 from typing import Iterator
 
+from datapipe.io.items import ReadItem, file_row
 from datapipe.io.members import (
     MAX_RECORD_BYTES,
     Damage,
@@ -36,7 +37,6 @@ from datapipe.io.members import (
     sniff,
 )
 from datapipe.io.paths import open_input
-from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item
 
 _COUNT_CHUNK = 1 << 22

@@ -6,10 +6,10 @@ import zlib
 
 import zstandard
 
-from datapipe.io.raw_input import _CHUNK, ZSTD_MAGIC, RawInput
+from datapipe.io.raw_input import CHUNK, ZSTD_MAGIC, RawInput
 
 _FEED = 1 << 16         # compressed bytes given to zlib at a time
-_PROBE = 4096           # compressed bytes decoded to validate a candidate member start
+PROBE = 4096           # compressed bytes decoded to validate a candidate member start
 _MAX_BLOCK = 128 << 10  # zstd Block_Maximum_Size (RFC 8878 section 3.1.1.2.4)
 
 
@@ -32,7 +32,7 @@ class Member:
         """Decompress and drop up to ``n`` bytes; returns how many there were."""
         done = 0
         while done < n:
-            got = len(self.read(min(n - done, _CHUNK)))
+            got = len(self.read(min(n - done, CHUNK)))
             if not got:
                 break
             done += got
@@ -47,7 +47,7 @@ class Member:
         return self.end is not None
 
 
-class _Gap(Member):
+class Gap(Member):
     """Bytes that start no member: no data, an ``error``, ``end`` known."""
 
     def __init__(self, offset: int, end: int, error: str):
@@ -61,7 +61,7 @@ class _Gap(Member):
         pass
 
 
-def _gzip_start_ok(data: bytes) -> bool:
+def gzip_start_ok(data: bytes) -> bool:
     """A plausible gzip member start: magic, deflate method, no reserved flag, first bytes decode."""
     if len(data) < 4 or data[:3] != b"\x1f\x8b\x08" or data[3] & 0xE0:
         return False
@@ -73,12 +73,12 @@ def _gzip_start_ok(data: bytes) -> bool:
     return True
 
 
-def _zstd_start_ok(data: bytes) -> bool:
+def zstd_start_ok(data: bytes) -> bool:
     """A plausible zstd frame start: magic and a frame header descriptor without its reserved bit."""
     return len(data) >= 5 and data[:4] == ZSTD_MAGIC and not data[4] & 0x08
 
 
-class _GzipMember(Member):
+class GzipMember(Member):
     def __init__(self, raw: RawInput):
         self._raw = raw
         self.offset = raw.pos
@@ -113,10 +113,10 @@ class _GzipMember(Member):
 
     def abandon(self) -> None:
         if self.end is None:
-            self.end = _resync(self._raw, self._raw.pos, "gzip")
+            self.end = resync_member(self._raw, self._raw.pos, "gzip")
 
 
-class _ZstdFrame(Member):
+class ZstdFrame(Member):
     """A zstd frame, walked block by block (RFC 8878 section 3.1): the frame's compressed extent is
     known from its block headers, and each block decodes to at most 128 KiB."""
 
@@ -229,17 +229,17 @@ def _after_damage(raw: RawInput, offset: int, kind: str, m: Member) -> int:
     member start after ``offset`` (a cut member glued to the next one fails inside the next one),
     or the end of the file. A member that seems to run to the end of the file while another one
     starts after it was not cut but damaged: its error becomes ``corrupt_*``."""
-    nxt = _resync(raw, max(offset + 1, raw.kept_from), kind)
+    nxt = resync_member(raw, max(offset + 1, raw.kept_from), kind)
     if m.error.startswith("truncated_") and raw.fill(1):
         m.error = m.error.replace("truncated_", "corrupt_")
         m.detail = f"{m.detail}, but another member starts at byte {nxt}"
     return nxt
 
 
-def _resync(raw: RawInput, start: int, kind: str) -> int:
+def resync_member(raw: RawInput, start: int, kind: str) -> int:
     """Move ``raw`` to the next plausible member start at or after ``start``; returns its offset
     (the end of the file when there is none)."""
-    magic, ok = (b"\x1f\x8b\x08", _gzip_start_ok) if kind == "gzip" else (ZSTD_MAGIC, _zstd_start_ok)
+    magic, ok = (b"\x1f\x8b\x08", gzip_start_ok) if kind == "gzip" else (ZSTD_MAGIC, zstd_start_ok)
     if start < raw.pos:
         raw.goto(start)
     at = start
@@ -248,6 +248,6 @@ def _resync(raw: RawInput, start: int, kind: str) -> int:
         if j < 0:
             return raw.pos
         raw.goto(j)
-        if ok(raw.peek(_PROBE)):
+        if ok(raw.peek(PROBE)):
             return j
         at = j + 1

@@ -25,21 +25,21 @@ from collections.abc import Iterator
 import zstandard
 
 from datapipe.io.member_readers import (
-    _PROBE,
+    PROBE,
+    Gap,
+    GzipMember,
     Member,
-    _Gap,
-    _gzip_start_ok,
-    _GzipMember,
-    _resync,
-    _zstd_start_ok,
-    _ZstdFrame,
+    ZstdFrame,
+    gzip_start_ok,
+    resync_member,
+    zstd_start_ok,
 )
 from datapipe.io.raw_input import (
-    _SKIP_HI,
-    _SKIP_LO,
     BLANK,
     DICT_MAGIC,
     GZIP_MAGIC,
+    SKIP_HI,
+    SKIP_LO,
     ZSTD_MAGIC,
     RawInput,
     compression_from_name,
@@ -71,11 +71,11 @@ def members(raw: RawInput, kind: str, dictionary: bool = False) -> Iterator[Memb
         if not raw.fill(1):
             return
         start = raw.pos
-        head = raw.peek(_PROBE)
-        if kind == "zstd" and len(head) >= 4 and _SKIP_LO <= struct.unpack("<I", head[:4])[0] <= _SKIP_HI:
+        head = raw.peek(PROBE)
+        if kind == "zstd" and len(head) >= 4 and SKIP_LO <= struct.unpack("<I", head[:4])[0] <= SKIP_HI:
             if len(head) < 8:
                 raw.discard(len(head))
-                yield _Gap(start, raw.pos, "truncated_zstd_frame")
+                yield Gap(start, raw.pos, "truncated_zstd_frame")
                 return
             magic, size = struct.unpack("<II", head[:8])
             raw.advance(8)
@@ -84,17 +84,17 @@ def members(raw: RawInput, kind: str, dictionary: bool = False) -> Iterator[Memb
                     dctx = zstandard.ZstdDecompressor(dict_data=_load_dict(raw.peek(size)))
                 except zstandard.ZstdError:
                     raw.advance(size)
-                    yield _Gap(start, raw.pos, "bad_zstd_dictionary")
+                    yield Gap(start, raw.pos, "bad_zstd_dictionary")
                     first = False
                     continue
             if raw.discard(size) < size:
-                yield _Gap(start, raw.pos, "truncated_zstd_frame")
+                yield Gap(start, raw.pos, "truncated_zstd_frame")
                 return
             first = False
             continue
         first = False
-        if (kind == "gzip" and _gzip_start_ok(head)) or (kind == "zstd" and _zstd_start_ok(head)):
-            m = _GzipMember(raw) if kind == "gzip" else _ZstdFrame(raw, dctx)
+        if (kind == "gzip" and gzip_start_ok(head)) or (kind == "zstd" and zstd_start_ok(head)):
+            m = GzipMember(raw) if kind == "gzip" else ZstdFrame(raw, dctx)
             yield m
             if m.end is None:  # the reader stopped early: skip the rest without inflating it
                 m.abandon()
@@ -105,16 +105,16 @@ def members(raw: RawInput, kind: str, dictionary: bool = False) -> Iterator[Memb
             continue
         if kind == "gzip" and head[:3] == b"\x1f\x8b\x08":
             # A member header that does not decode: one damaged member, reading resumes after it.
-            m = _GzipMember(raw)
+            m = GzipMember(raw)
             m._fail("corrupt_gzip_member", "the member's first bytes do not decode")
             yield m
             continue
-        end = _resync(raw, start + 1, kind)
+        end = resync_member(raw, start + 1, kind)
         tail = "member" if kind == "gzip" else "frame"
         if end >= 0 and raw.fill(1):
-            yield _Gap(start, end, f"garbage_between_{tail}s")
+            yield Gap(start, end, f"garbage_between_{tail}s")
         else:
-            yield _Gap(start, raw.pos, f"garbage_after_last_{tail}")
+            yield Gap(start, raw.pos, f"garbage_after_last_{tail}")
             return
 
 

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from datapipe.io.items import ReadItem, file_row
 from datapipe.io.members import MAX_RECORD_BYTES
 from datapipe.io.paths import open_input
-from datapipe.io.readers import ReadItem, file_row
 from datapipe.io.textdocs import base_row, resolve_fields, text_item, top_level
 
 _BATCH_ROWS = 1024

@@ -170,6 +170,7 @@ def input_identity(path: str, storage_options: dict | None = None, mode: str = "
             return {"path": path, "missing": True}
         out = {"path": path, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if mode == "content":
+            # Lazy: the hash cache is the engine's and imports this module.
             from datapipe.engine.check_cache import file_sha256
 
             out["sha256"] = file_sha256(path)

@@ -8,10 +8,10 @@ from typing import BinaryIO
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 DICT_MAGIC = 0x184D2A5D
-_SKIP_LO, _SKIP_HI = 0x184D2A50, 0x184D2A5F
+SKIP_LO, SKIP_HI = 0x184D2A50, 0x184D2A5F
 BLANK = b"\x00\r\n \t"
 
-_CHUNK = 1 << 20        # raw bytes read from the file at a time
+CHUNK = 1 << 20        # raw bytes read from the file at a time
 _KEEP_BEHIND = 1 << 20  # compressed bytes kept before the read position, for resync after damage
 
 
@@ -20,7 +20,7 @@ def sniff(head: bytes) -> str | None:
     for a WARC or JSON start (after blank lines), else None (the caller decides, e.g. by the name)."""
     if head[:2] == GZIP_MAGIC:
         return "gzip"
-    if len(head) >= 4 and (head[:4] == ZSTD_MAGIC or _SKIP_LO <= struct.unpack("<I", head[:4])[0] <= _SKIP_HI):
+    if len(head) >= 4 and (head[:4] == ZSTD_MAGIC or SKIP_LO <= struct.unpack("<I", head[:4])[0] <= SKIP_HI):
         return "zstd"
     text = head.lstrip(BLANK)
     if text[:4] == b"WARC" or text[:1] in (b"{", b"["):
@@ -69,7 +69,7 @@ class RawInput:
         """Make at least ``n`` bytes available from ``pos``; False if the stream ends first."""
         while len(self._buf) - self._i < n and not self.eof:
             self._compact()
-            data = self._fh.read(max(_CHUNK, n - (len(self._buf) - self._i)))
+            data = self._fh.read(max(CHUNK, n - (len(self._buf) - self._i)))
             if not data:
                 self.eof = True
             else:
@@ -78,7 +78,7 @@ class RawInput:
 
     def _compact(self) -> None:
         keep = max(min(self.mark, self.pos), self.pos - _KEEP_BEHIND) - self._base
-        if keep >= _CHUNK:
+        if keep >= CHUNK:
             del self._buf[:keep]
             self._base += keep
             self._i -= keep
@@ -110,7 +110,7 @@ class RawInput:
         while self.fill(1):
             if self._buf[self._i] not in BLANK:
                 return
-            view = self._buf[self._i:self._i + _CHUNK]
+            view = self._buf[self._i:self._i + CHUNK]
             rest = view.lstrip(BLANK)
             self._i += len(view) - len(rest)
             if rest:

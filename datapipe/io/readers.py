@@ -10,40 +10,19 @@ the last two with ``record_type="text"`` so the ``extract`` stage passes them th
 """
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterator
-from urllib.parse import urlsplit
+from collections.abc import Callable, Iterator
 
+from datapipe.io.arc import iter_arc_records
+from datapipe.io.items import ReadItem, doc_id, host_of
+from datapipe.io.jsonl import read_jsonl
 from datapipe.io.members import MAX_RECORD_BYTES, compression_from_name
+from datapipe.io.parquet_input import read_parquet_docs
 from datapipe.io.paths import open_input
 from datapipe.io.warc import WarcRecord, iter_records
+from datapipe.io.warc_parts import part_records
 
 HTML_TYPES = {"text/html", "application/xhtml+xml", "application/xml+xhtml"}
-
-
-@dataclass
-class ReadItem:
-    row: dict
-    status: str = "document"      # document | rejected | errored
-    reason: str | None = None     # ledger key, e.g. read:invalid_json
-    detail: str | None = None     # where/why for this one record (e.g. "line 17: ..."), not counted
-
-
-def doc_id(key: str) -> str:
-    """Stable document id: first 16 bytes of SHA-1 of the WARC-Record-ID (or source:offset), hex."""
-    return hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def host_of(url: str | None) -> str | None:
-    if not url:
-        return None
-    try:
-        h = urlsplit(url).hostname
-    except ValueError:
-        return None
-    return h.lower().rstrip(".") if h else None
 
 
 def _base_row(rec: WarcRecord, source: str) -> dict:
@@ -106,8 +85,6 @@ def read_warc(path: str, storage_options: dict | None = None, fields: dict | Non
     if part is not None:
         from fsspec.core import url_to_fs
 
-        from datapipe.io.warc_parts import part_records
-
         if compression_from_name(path) != "gzip":
             raise ValueError(f"{path}: only gzip WARC files are split into parts")
         fs, local = url_to_fs(path, **(storage_options or {}))
@@ -122,27 +99,10 @@ def read_arc(path: str, storage_options: dict | None = None, fields: dict | None
              part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
     """Every record of an ARC file (plain or gzip) as a ReadItem: see ``datapipe.io.arc``.
     ``fields`` is ignored; ``part`` must be None (ARC files are read whole)."""
-    from datapipe.io.arc import iter_arc_records
-
     if part is not None:
         raise ValueError(f"{path}: ARC files are not split into parts")
     for rec in iter_arc_records(lambda: open_input(path, storage_options), max_record_bytes):
         yield warc_items(rec, path)
-
-
-def read_jsonl(path: str, storage_options: dict | None = None, fields: dict | None = None,
-               part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
-    """JSONL documents: see ``datapipe.io.jsonl.read_jsonl`` (imported here lazily: it imports this module)."""
-    from datapipe.io.jsonl import read_jsonl as read
-    return read(path, storage_options, fields, part, max_record_bytes)
-
-
-def read_parquet_docs(path: str, storage_options: dict | None = None, fields: dict | None = None,
-                      part: tuple[int, int] | None = None, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[ReadItem]:
-    """Parquet documents: see ``datapipe.io.parquet_input.read_parquet_docs``. ``max_record_bytes``
-    caps one row's loaded cells (``read:record_too_large``)."""
-    from datapipe.io.parquet_input import read_parquet_docs as read
-    return read(path, storage_options, fields, part, max_record_bytes)
 
 
 #: format name -> reader function(path, storage_options, fields=None, part=None, max_record_bytes=...)
@@ -190,9 +150,3 @@ def read_input(path: str, fmt: str = "auto", storage_options: dict | None = None
     if fmt not in READERS:
         raise ValueError(f"unknown input format {fmt!r}; known: {', '.join(sorted(READERS))}")
     return READERS[fmt](path, storage_options, fields, part, max_record_bytes=max_record_bytes)
-
-
-def file_row(path: str, offset: int = 0) -> dict:
-    """Provenance fields of an errored item that stands for a whole file (or the rest of one)."""
-    return {"id": doc_id(f"{path}:file:{offset}"), "source": path,
-            "warc_file": os.path.basename(path.rstrip("/")), "warc_offset": offset, "record_type": "file"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 
-from datapipe.io.readers import ReadItem, doc_id, host_of
+from datapipe.io.items import ReadItem, doc_id, host_of
 
 FIELD_KEYS = ("text", "id", "url", "date", "metadata")
 

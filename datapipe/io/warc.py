@@ -26,11 +26,11 @@ from typing import BinaryIO, Callable, ContextManager, Iterator
 
 from datapipe.io.members import BLANK, MAX_RECORD_BYTES, sniff
 from datapipe.io.warc_record import (
-    _CHUNK,
-    _NEXT_RECORD,
+    CHUNK,
+    NEXT_RECORD,
     WarcRecord,
-    _parse_header_block,
     finish_record,
+    parse_header_block,
 )
 from datapipe.io.warc_tolerant import (
     MAX_HEADER_BYTES,
@@ -75,7 +75,7 @@ def iter_records_fast(fh: BinaryIO, max_record_bytes: int = MAX_RECORD_BYTES) ->
             block = r.reader.read()
             if len(block) != int(cl):
                 raise FallbackNeeded("short block")
-            if b"WARC/" in block and _NEXT_RECORD.search(block):
+            if b"WARC/" in block and NEXT_RECORD.search(block):
                 raise FallbackNeeded("record start inside block")  # a cut record swallowing the next
             yield WarcRecord(r.stream_pos, headers, block)
     except FallbackNeeded:
@@ -171,22 +171,22 @@ def _tolerant_tail(fh: BinaryIO, held: WarcRecord | None, emitted: list[str | No
 
 def _one_record_members(fh: BinaryIO) -> bool:
     """True unless the first gzip member plainly holds more than its first record (a whole file
-    compressed as one member). Reads at most ``_CHUNK`` decompressed bytes."""
+    compressed as one member). Reads at most ``CHUNK`` decompressed bytes."""
     d = zlib.decompressobj(31)
     out = bytearray()
     data = b""
     try:
-        while not d.eof and len(out) < _CHUNK:
+        while not d.eof and len(out) < CHUNK:
             if not data:
                 data = fh.read(1 << 16)
                 if not data:
                     break
-            out += d.decompress(data, _CHUNK - len(out))
+            out += d.decompress(data, CHUNK - len(out))
             data = d.unconsumed_tail
     except zlib.error:
         return True  # damaged: the fast path fails on it and the tolerant parser takes over
     end = out.find(b"\r\n\r\n")
-    headers, _ = _parse_header_block(bytes(out[:end])) if end >= 0 else ({}, [])
+    headers, _ = parse_header_block(bytes(out[:end])) if end >= 0 else ({}, [])
     cl = headers.get("content-length", "").strip()
     if not cl.isdigit():
         return True

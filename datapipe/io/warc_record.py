@@ -1,7 +1,7 @@
 """The WARC record both WARC readers yield, and what they share to build it.
 
 ``WarcRecord`` is the output of the fast path (``datapipe.io.warc``) and of the tolerant parser
-(``datapipe.io.warc_tolerant``); ``_parse_header_block`` is the lenient WARC header parsing both
+(``datapipe.io.warc_tolerant``); ``parse_header_block`` is the lenient WARC header parsing both
 use, and ``finish_record`` parses the HTTP part of a response record once it is read. A module of
 its own so that both readers import it without importing each other.
 """
@@ -14,9 +14,9 @@ from datapipe.io.http import HttpResponse, parse_http_response
 from datapipe.io.members import MAX_RECORD_BYTES
 
 #: A WARC version line followed by a header name: a record start (inside a block, a swallowed record).
-_NEXT_RECORD = re.compile(rb"WARC/\d\.\d+\r?\n[A-Za-z][\w-]*:")
+NEXT_RECORD = re.compile(rb"WARC/\d\.\d+\r?\n[A-Za-z][\w-]*:")
 #: Bytes decompressed per read.
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
 
 
 @dataclass
@@ -51,7 +51,7 @@ class WarcRecord:
         return self.headers.get("warc-record-id")
 
 
-def _parse_header_block(raw: bytes) -> tuple[dict[str, str], list[str]]:
+def parse_header_block(raw: bytes) -> tuple[dict[str, str], list[str]]:
     """Lenient ``Name: value`` parsing. Returns headers and the malformed lines found."""
     headers: dict[str, str] = {}
     bad = []

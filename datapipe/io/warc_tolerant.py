@@ -32,10 +32,10 @@ from datapipe.io.members import (
     sniff,
 )
 from datapipe.io.warc_record import (
-    _CHUNK,
-    _NEXT_RECORD,
+    CHUNK,
+    NEXT_RECORD,
     WarcRecord,
-    _parse_header_block,
+    parse_header_block,
 )
 
 #: Longest WARC header block read (bytes); WARC headers are a few hundred bytes, URLs up to ~64 KiB.
@@ -97,7 +97,7 @@ class _Parser:
     def more(self) -> bool:
         if self.eof:
             return False
-        data = self.seg.read(_CHUNK)
+        data = self.seg.read(CHUNK)
         if not data:
             self.eof = True
             return False
@@ -140,7 +140,7 @@ class _Parser:
             if self.i < len(self.buf) and self.buf[self.i] not in BLANK:
                 return True
             if self.i < len(self.buf):
-                view = self.buf[self.i:self.i + _CHUNK]
+                view = self.buf[self.i:self.i + CHUNK]
                 k = len(view) - len(view.lstrip(BLANK))
                 if k < len(view):
                     self.skipped += k
@@ -248,7 +248,7 @@ class _Parser:
                 if not found:
                     return
                 continue
-            headers, bad = _parse_header_block(bytes(buf[start:hdr_end]))
+            headers, bad = parse_header_block(bytes(buf[start:hdr_end]))
             body = hdr_end + sep
             rec = WarcRecord(off, headers)
             cl_raw = headers.get("content-length")
@@ -317,18 +317,18 @@ class _Parser:
         q = self.buf.find(b"WARC/", body, end + 4)
         if q < 0 or q >= end:
             return None
-        m = _NEXT_RECORD.search(self.buf, q, min(len(self.buf), end + _LOOKAHEAD))
+        m = NEXT_RECORD.search(self.buf, q, min(len(self.buf), end + _LOOKAHEAD))
         return m if m and m.start() < end else None
 
     def too_large(self, rec: WarcRecord, body: int, cl: int) -> WarcRecord:
         """Skip an over-cap block while decompressing it (never held); the record, errored.
 
-        The skipped bytes are searched for a record start (``_NEXT_RECORD``), as ``glued`` does
+        The skipped bytes are searched for a record start (``NEXT_RECORD``), as ``glued`` does
         for a block under the cap: where one appears, the Content-Length overruns the records
         after it (a lie, or a cut record), so reading resumes there instead of losing the rest of
         a plain file or of a whole-file member."""
         have = min(len(self.buf) - body, cl)
-        glued = _NEXT_RECORD.search(self.buf, body, body + have)
+        glued = NEXT_RECORD.search(self.buf, body, body + have)
         if glued:
             self.i = glued.start()
             return self._overrun(rec, cl, glued.start() - body)
@@ -339,11 +339,11 @@ class _Parser:
         room = left if self.budget is None else min(left, self.budget)
         got = 0
         while got < room:
-            chunk = self.seg.read(min(_CHUNK, room - got))
+            chunk = self.seg.read(min(CHUNK, room - got))
             if not chunk:
                 break
             window = tail + chunk
-            m = _NEXT_RECORD.search(window)
+            m = NEXT_RECORD.search(window)
             if m:  # keep the record start and what follows it: the buffer is empty here
                 kept = window[m.start():]
                 got += len(chunk) - len(kept)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 
-from datapipe.loader import TokenShardDataset, torch
+from datapipe.loader.dataset import TokenShardDataset, torch
 from datapipe.loader.plan import Intervals, count, drop
 
 _NOT_OURS = {"batch_size", "shuffle", "sampler", "batch_sampler", "collate_fn", "drop_last", "in_order"}

@@ -27,7 +27,11 @@ from pydantic import (
 )
 
 from datapipe.io.members import MAX_RECORD_BYTES
+from datapipe.io.textdocs import PRESETS, resolve_fields
 from datapipe.manifest import yaml_guard
+from datapipe.manifest.path_settings import rebase
+from datapipe.manifest.suggest import did_you_mean, pydantic_lines
+from datapipe.phase import phases, section_classes
 from datapipe.stage import Stage, registry
 
 
@@ -80,8 +84,6 @@ class Inputs(_Strict):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v):
-        from datapipe.io.textdocs import PRESETS
-
         if v != "auto" and v not in PRESETS:
             raise ValueError(f"unknown field preset {v!r}; known: auto, {', '.join(sorted(PRESETS))}")
         return v
@@ -89,8 +91,6 @@ class Inputs(_Strict):
     @field_validator("fields")
     @classmethod
     def _known_fields(cls, v):
-        from datapipe.io.textdocs import resolve_fields
-
         resolve_fields("dolma", v)  # raises ValueError for an unknown key or a null text field
         return v
 
@@ -226,7 +226,6 @@ class Manifest(_Strict):
     @field_validator("output_formats")
     @classmethod
     def _known_formats(cls, v):
-        from datapipe.phase import phases
 
         known = ["parquet"] + [p.name for p in phases() if any(d.role == "export" for d in p.writes)]
         bad = [f for f in v if f not in known]
@@ -246,7 +245,6 @@ class Manifest(_Strict):
         """The phase-1 chain as run: the manifest's stages, plus the stages each enabled phase
         requires and the chain lacks (``dedup_signatures``, configured from the ``dedup:`` section,
         so the two cannot drift)."""
-        from datapipe.phase import phases
 
         chain = [dict(s) for s in self.stages]
         for ph in phases():
@@ -286,8 +284,6 @@ class Manifest(_Strict):
 
 
 def _section_class(name: str):
-    from datapipe.phase import section_classes
-
     classes = section_classes()
     if name not in classes:
         raise ManifestError(f"section {name!r} is not a section of any registered phase; known: {', '.join(classes)}")
@@ -300,11 +296,11 @@ class _DuplicateKey(Exception):
     """A key given twice in one YAML mapping: ``(key path, line of the second)``."""
 
 
-def _field(loc: tuple) -> str:
+def dotted_field(loc: tuple) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
 
 
-def _line_map(text: str) -> dict[tuple, int]:
+def line_map(text: str) -> dict[tuple, int]:
     """Map each key path (tuple of str/int) in the YAML document to its 1-based line number.
 
     Raises _DuplicateKey for a key repeated in one mapping: YAML loaders keep the last value
@@ -335,18 +331,18 @@ def _line_map(text: str) -> dict[tuple, int]:
 
 
 #: The line of a key path set by an override (``--workers``, ``--input``...), not read from the file.
-_OVERRIDDEN = -1
+OVERRIDDEN = -1
 
 
-def _where(source: str, lines: dict[tuple, int], loc: tuple) -> str:
+def error_location(source: str, lines: dict[tuple, int], loc: tuple) -> str:
     path: tuple = ()
     for p in loc:  # YAML keys are strings; an int-keyed mapping (gopher n-gram sizes) reports ints
         path += (str(p) if isinstance(p, int) and path + (p,) not in lines else p,)
     while path and path not in lines:
         path = path[:-1]
     line = lines.get(path)
-    field = _field(loc)
-    if line == _OVERRIDDEN:
+    field = dotted_field(loc)
+    if line == OVERRIDDEN:
         return f"{source}: {field} (given on the command line)"
     return f"{source}:{line}: {field or '(top level)'}" if line else f"{source}: {field}"
 
@@ -366,7 +362,7 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
         raise ManifestError(f"cannot read {what} {source}: {e.strerror}") from e
     try:
         data = yaml_guard.safe_load(text)
-        lines = _line_map(text)
+        lines = line_map(text)
     except yaml_guard.YamlSizeError as e:
         raise ManifestError(f"{source}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
@@ -375,7 +371,7 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
         raise ManifestError(f"{source}{at}: not valid YAML: {getattr(e, 'problem', e)}") from e
     except _DuplicateKey as e:
         loc, line = e.args
-        raise ManifestError(f"{source}:{line}: {_field(loc)}: given twice in one mapping "
+        raise ManifestError(f"{source}:{line}: {dotted_field(loc)}: given twice in one mapping "
                             "(YAML would keep only the last value)") from None
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: a {what} is a YAML mapping")
@@ -387,7 +383,7 @@ def read_yaml_mapping(path: str | os.PathLike, what: str, overrides: dict[str, A
         where = tuple(key.split("."))  # an error in it (or under it) is not on the file's lines
         for k in [k for k in lines if k[:len(where)] == where]:
             del lines[k]
-        lines[where] = _OVERRIDDEN
+        lines[where] = OVERRIDDEN
     data["source_file"] = source
     return data, lines, source
 
@@ -396,9 +392,8 @@ def validation_message(source: str, lines: dict[tuple, int], error: ValidationEr
                        model=None, also=(), list_known: bool = True) -> str:
     """One ``file:line: field: message`` line per pydantic error; an unknown key names the closest
     known setting of ``model`` (``datapipe.manifest.suggest``)."""
-    from datapipe.manifest.suggest import pydantic_lines
 
-    return "\n".join(f"{_where(source, lines, prefix + loc)}: {msg}"
+    return "\n".join(f"{error_location(source, lines, prefix + loc)}: {msg}"
                      for loc, msg in pydantic_lines(error, model, also, list_known))
 
 
@@ -408,7 +403,6 @@ def load_manifest(path: str | os.PathLike, overrides: dict[str, Any] | None = No
     Relative paths the manifest reads (``inputs.paths``, model, word-list, tokenizer and reference
     settings) resolve against the manifest's folder, not the working directory
     (``datapipe.manifest.path_settings``); ``output`` and ``overrides`` stay relative to the working directory."""
-    from datapipe.manifest.path_settings import rebase
 
     data, lines, source = read_yaml_mapping(path, "manifest", overrides, rebase=rebase)
     return validate_manifest(data, source, lines)
@@ -418,7 +412,6 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
     """Validate a manifest mapping (plain data, as YAML gives it) exactly as ``load_manifest`` does:
     stage names only from the registry, phase sections only of registered phases. ``source`` and
     ``lines`` (key path -> line) name where errors are. Raises ManifestError."""
-    from datapipe.phase import section_classes
 
     lines = lines or {}
     data = dict(data)
@@ -439,7 +432,7 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
         raw = getattr(m, name) if name in Manifest.model_fields else m.sections.get(name)
         if raw is not None:
             if not isinstance(raw, dict):
-                raise ManifestError(f"{_where(source, lines, (name,))}: section {name!r} must be a mapping")
+                raise ManifestError(f"{error_location(source, lines, (name,))}: section {name!r} must be a mapping")
             try:
                 section = cls(**raw)
             except ValidationError as e:
@@ -447,28 +440,27 @@ def validate_manifest(data: dict, source: str = "<manifest>", lines: dict[tuple,
             try:  # checks that hold for the section in a manifest only (mix: weights of known domains)
                 getattr(section, "check_in_manifest", lambda: None)()
             except ValueError as e:
-                raise ManifestError(f"{_where(source, lines, (name,))}: {e}") from None
+                raise ManifestError(f"{error_location(source, lines, (name,))}: {e}") from None
     if not m.inputs.paths and not m.inputs.crawl:
-        raise ManifestError(f"{_where(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
+        raise ManifestError(f"{error_location(source, lines, ('inputs',))}: give inputs.paths or inputs.crawl")
     return m
 
 
 def _check_stages(m: Manifest, source: str, lines: dict) -> None:
-    from datapipe.manifest.suggest import did_you_mean
 
     reg = registry()
     first: dict[str, int] = {}
     for i, item in enumerate(m.stages):
         (name, cfg), = item.items()
         if name not in reg:
-            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: unknown stage {name!r}"
+            raise ManifestError(f"{error_location(source, lines, ('stages', i, name))}: unknown stage {name!r}"
                                 f"{did_you_mean(name, reg)}; known stages: {', '.join(sorted(reg))}")
         if name in first:  # its output columns would be written twice: every file failed at run time
-            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: stage {name!r} is listed twice "
+            raise ManifestError(f"{error_location(source, lines, ('stages', i, name))}: stage {name!r} is listed twice "
                                 f"(stages[{first[name]}] and stages[{i}]); a stage runs once per run")
         first[name] = i
         if cfg is not None and not isinstance(cfg, dict):
-            raise ManifestError(f"{_where(source, lines, ('stages', i, name))}: config must be a mapping")
+            raise ManifestError(f"{error_location(source, lines, ('stages', i, name))}: config must be a mapping")
         try:
             reg[name].Config(**(cfg or {}))
         except ValidationError as e:

@@ -22,6 +22,9 @@ from typing import Annotated
 
 from pydantic import BaseModel
 
+from datapipe.phase import section_classes
+from datapipe.stage import registry
+
 
 @dataclass(frozen=True)
 class PathSetting:
@@ -102,8 +105,6 @@ def rebase(data: dict, base: Path) -> dict:
     ``base``, the manifest's folder: ``inputs.paths`` always, marked stage and section settings
     where something exists there (else left for the setting's own lookup). Unknown stages and
     malformed entries are left for validation to report."""
-    from datapipe.phase import section_classes
-    from datapipe.stage import registry
 
     inputs = data.get("inputs")
     if isinstance(inputs, dict) and isinstance(inputs.get("paths"), list):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from datapipe.stages.lib.decontam_kernel import lookup
 from datapipe.stages.lib.decontam_text import Words, gram_hashes, words
 
 FORMAT = "datapipe.decontam/1"
@@ -169,7 +170,6 @@ class DecontamIndex:
 
     def entries(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[lo, hi) entry ranges of the query hashes ``h`` (uint64) in ``keys``; int64 each."""
-        from datapipe.stages.lib.decontam_kernel import lookup
 
         lo, hi = np.empty(len(h), np.int64), np.empty(len(h), np.int64)
         lookup(self.keys, self._off, 64 - _BUCKET_BITS, h, lo, hi)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from datapipe.stages.lib.minhash_kernel import DROP, KEEP, SPACE, TABLE_SIZE, _fmix64
+from datapipe.stages.lib.minhash_kernel import DROP, KEEP, SPACE, TABLE_SIZE, fmix64
 
 U64 = np.uint64
 _Q = U64(0x243F6A8885A308D3)
@@ -81,7 +81,7 @@ def words_batch(buf, starts, ends, fold, pool, pool_off, cls, wh, ws, we, prev_c
                 continue
             newline = cp == 10 or cp == 13 or cp == 0x2028 or cp == 0x2029
             if not word and ln:  # a word ends
-                wh[nw] = _fmix64(p + U64(ln))
+                wh[nw] = fmix64(p + U64(ln))
                 we[nw] = ch
                 next_cp[nw] = -1
                 pending = nw
@@ -127,7 +127,7 @@ def gram_hashes(wh, doc_off, m, mult, out, pos):
             s = U64(0)
             for k in range(m):
                 s += wh[i + k] * mult[k]
-            out[j] = _fmix64(s)
+            out[j] = fmix64(s)
             pos[j] = i
             j += 1
     return j

@@ -30,7 +30,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from datapipe.stages.lib.minhash import _MULT, encode
+from datapipe.stages.lib import decontam_kernel
+from datapipe.stages.lib.minhash import MULT, encode
+from datapipe.stages.lib.minhash import tables as fold_tables
 
 #: Words dropped when a colon follows them (labels of quiz layouts and of llm-foundry's item text).
 LABELS = ("question", "questions", "answer", "answers", "passage", "context", "options", "choices", "choice",
@@ -153,14 +155,12 @@ class Words:
 
 
 def _kernel():
-    from datapipe.stages.lib import decontam_kernel
 
     return decontam_kernel
 
 
 @lru_cache(maxsize=1)
-def _tables():
-    from datapipe.stages.lib.minhash import _tables as fold_tables
+def tables():
 
     return (*fold_tables(), _kernel().class_table())
 
@@ -183,7 +183,7 @@ def _raw_words(texts: list[str]):
     prev_cp, next_cp = np.empty(cap, np.int64), np.empty(cap, np.int64)
     line0 = np.zeros(cap, np.bool_)
     off = np.zeros(n + 1, np.int64)
-    fold, pool, pool_off, cls = _tables()
+    fold, pool, pool_off, cls = tables()
     k = _kernel().words_batch(buf, starts, ends, fold, pool, pool_off, cls, wh, ws, we, prev_cp, next_cp, line0, off)
     return wh[:k], ws[:k], we[:k], prev_cp[:k], next_cp[:k], line0[:k], off
 
@@ -217,10 +217,10 @@ def words(texts: list[str | None]) -> Words:
 def gram_hashes(w: Words, m: int) -> tuple[np.ndarray, np.ndarray]:
     """Hash of every run of ``m`` consecutive words of each doc: (hashes uint64, first word index
     int64 into ``w``), docs in order. Raises ValueError unless 1 <= m <= 64."""
-    if not 1 <= m <= len(_MULT):
-        raise ValueError(f"n-gram length must be in 1..{len(_MULT)}, got {m}")
+    if not 1 <= m <= len(MULT):
+        raise ValueError(f"n-gram length must be in 1..{len(MULT)}, got {m}")
     total = int(np.maximum(np.diff(w.offsets) - m + 1, 0).sum())
     out, pos = np.empty(total, np.uint64), np.empty(total, np.int64)
-    k = _kernel().gram_hashes(w.hashes, w.offsets, m, _MULT, out, pos)
+    k = _kernel().gram_hashes(w.hashes, w.offsets, m, MULT, out, pos)
     return out[:k], pos[:k]
 

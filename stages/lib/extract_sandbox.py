@@ -34,6 +34,9 @@ import sys
 import threading
 import time
 
+from datapipe.engine.procenv import sandbox_environ
+from datapipe.stages.lib.extract_page import extract_one
+
 _LEN = struct.Struct("<Q")
 #: Wall-clock backstop per document: this many times the CPU limit, plus 30 s.
 WALL_FACTOR = 10
@@ -114,8 +117,6 @@ class Sandbox:
             self._start()
 
     def _start(self) -> None:
-        from datapipe.engine.procenv import sandbox_environ
-
         # -P: no working directory on sys.path, so a checkout's ``datapipe/`` folder (which lacks
         # ``datapipe.stages``: see pyproject's package-dir) cannot shadow the installed package.
         self.proc = subprocess.Popen(
@@ -248,8 +249,6 @@ def _message(items: list, start: int) -> list:
 
 
 def _serve() -> None:
-    from datapipe.stages.extract import extract_one
-
     inp, outp = sys.stdin.buffer, sys.stdout.buffer
 
     def read():

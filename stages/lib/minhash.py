@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
+from datapipe.stages.lib import minhash_kernel
 from datapipe.stages.lib.normalize import INVISIBLE, normalize_text
 
 U64 = np.uint64
@@ -35,7 +36,7 @@ _Q = 0x243F6A8885A308D3
 #: Per-position multipliers of a shingle's word hashes (odd, fixed): the order of words matters.
 _M = [(0xB7E151628AED2A6B + 2 * k * 0x9E3779B97F4A7C15) & _MASK64 | 1 for k in range(64)]
 MAX_NGRAM = len(_M)
-_MULT = np.array(_M, dtype=np.uint64)
+MULT = np.array(_M, dtype=np.uint64)
 
 
 def _fmix32(x: np.ndarray) -> np.ndarray:
@@ -110,13 +111,12 @@ def _shingle_hashes_xxh32(docs: list[str], ngram: int) -> tuple[np.ndarray, np.n
 def _kernel():
     """The compiled kernels' module, imported on first use: importing numba (~0.3 s) is no part
     of loading a manifest, which imports every stage module."""
-    from datapipe.stages.lib import minhash_kernel
 
     return minhash_kernel
 
 
 @lru_cache(maxsize=1)
-def _tables():
+def tables():
     return _kernel().fold_tables(INVISIBLE)
 
 
@@ -152,7 +152,7 @@ def poly64_signatures(nfkc_texts: list[str], num_perm: int = 128, seed: int = 1,
     a, b = permutations(num_perm, seed)
     # Casefolding can triple the bytes of a character (U+0390), so doc d writes at 3 * starts[d].
     norm = np.empty(max(3 * len(buf), 1), dtype=np.uint8)
-    lens = _kernel().minhash_batch(buf, starts, ends, ngram, _MULT, a, b, sig, norm, *_tables())
+    lens = _kernel().minhash_batch(buf, starts, ends, ngram, MULT, a, b, sig, norm, *tables())
     raw = norm.tobytes()
     return sig, lens > 0, [raw[s:s + k] for s, k in zip((3 * starts).tolist(), lens.tolist())]
 
@@ -163,7 +163,7 @@ def shingle_sets(normalized: list[str], ngram: int = 5) -> tuple[np.ndarray, np.
     offsets int64 (n+1,)): doc d's set is ``values[offsets[d]:offsets[d+1]]``."""
     _check(ngram)
     buf, starts, ends = encode(normalized)
-    return _kernel().shingle_sets(buf, starts, ends, ngram, _MULT, *_tables())
+    return _kernel().shingle_sets(buf, starts, ends, ngram, MULT, *tables())
 
 
 def signatures(normalized: list[str], num_perm: int = 128, seed: int = 1, ngram: int = 5,

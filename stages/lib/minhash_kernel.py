@@ -24,7 +24,7 @@ _M32 = U64(0xFFFFFFFF)
 
 
 @nb.njit(cache=True, inline="always")
-def _fmix64(x):
+def fmix64(x):
     x ^= x >> _S33
     x *= _C1
     x ^= x >> _S33
@@ -96,7 +96,7 @@ def _words(buf, start, end, out, out_pos, wh, table, pool, pool_off):
             f = table[cp] if cp < TABLE_SIZE else KEEP
         if f == SPACE or f == DROP:
             if f == SPACE and ln:
-                wh[nw] = _fmix64(p + U64(ln))
+                wh[nw] = fmix64(p + U64(ln))
                 nw += 1
                 p, q, ln = U64(0), U64(1), 0
             i += w
@@ -122,7 +122,7 @@ def _words(buf, start, end, out, out_pos, wh, table, pool, pool_off):
                 ln += 1
         i += w
     if ln:
-        wh[nw] = _fmix64(p + U64(ln))
+        wh[nw] = fmix64(p + U64(ln))
         nw += 1
     return nw, o - out_pos
 
@@ -133,7 +133,7 @@ def _shingle(wh, i, m, mult):
     s = U64(0)
     for k in range(m):
         s += wh[i + k] * mult[k]
-    return _fmix64(s)
+    return fmix64(s)
 
 
 @nb.njit(cache=True, nogil=True)

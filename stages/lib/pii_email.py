@@ -20,7 +20,7 @@ _FILE_EXTS = frozenset(
 _SCALE_LABEL_RE = re.compile(r"\d+(?:[.,]\d+)?x", re.IGNORECASE)
 
 
-def _emails(text: str) -> list[Span]:
+def emails(text: str) -> list[Span]:
     out = []
     for m in _EMAIL_RE.finditer(text):
         if m.group(2).lower() in _FILE_EXTS or _SCALE_LABEL_RE.fullmatch(m.group(1).split(".", 1)[0]):

@@ -24,7 +24,7 @@ _IP_WORDS_RE = re.compile(
     r"ping|inet|subnet|netmask|dhcp|lan|wan|vpn|nameserver|endpoint|firewall|client|peer)\b", re.IGNORECASE)
 
 
-def _version_context(text: str, start: int, end: int) -> bool:
+def version_context(text: str, start: int, end: int) -> bool:
     """True when the number at ``start:end`` reads as a version ("Firefox 115.0.2.1", "Chrome/59.0.3071.125",
     "section 1.2.3.4", "2.0.0.16 beta")."""
     before = text[max(0, start - 40):start].rsplit("\n", 1)[-1]
@@ -44,14 +44,14 @@ _IPV4_GATE_RE = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")
 _IPV6_GATE_RE = re.compile(r":[0-9A-Fa-f]{0,4}:")
 
 
-def _ips(text: str) -> list[Span]:
+def ips(text: str) -> list[Span]:
     out = []
     for m in (_IPV4_RE.finditer(text) if _IPV4_GATE_RE.search(text) else ()):
         try:
             ipaddress.IPv4Address(m.group())
         except ValueError:
             continue
-        if not _version_context(text, m.start(), m.end()):
+        if not version_context(text, m.start(), m.end()):
             out.append((m.start(), m.end(), IP))
     if ":" in text and _IPV6_GATE_RE.search(text):
         for m in _IPV6_RE.finditer(text):

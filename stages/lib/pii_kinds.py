@@ -3,5 +3,5 @@ from __future__ import annotations
 
 EMAIL, PHONE, IP = "email", "phone", "ip"
 PLACEHOLDERS = {EMAIL: "|||EMAIL_ADDRESS|||", PHONE: "|||PHONE_NUMBER|||", IP: "|||IP_ADDRESS|||"}
-_PRIORITY = {EMAIL: 0, IP: 1, PHONE: 2}
+PRIORITY = {EMAIL: 0, IP: 1, PHONE: 2}
 Span = tuple[int, int, str]

@@ -8,12 +8,12 @@ import re
 import phonenumbers
 from phonenumbers import Leniency, PhoneNumberMatcher
 
-from datapipe.stages.lib.pii_ip import _version_context
+from datapipe.stages.lib.pii_ip import version_context
 from datapipe.stages.lib.pii_kinds import PHONE, Span
 
 # ---- region --------------------------------------------------------------------------------
 
-_SUPPORTED_REGIONS = frozenset(phonenumbers.SUPPORTED_REGIONS)
+SUPPORTED_REGIONS = frozenset(phonenumbers.SUPPORTED_REGIONS)
 _TLD_REGION_ALIASES = {"uk": "GB"}
 # Language (lid.176 code) -> the region where most of its pages are written; only languages with
 # one clearly dominant country ("en", "ar" have none and keep the default).
@@ -34,7 +34,7 @@ def region_for_host(host: str | None, default_region: str = "US") -> str:
     if host:
         tld = host.rstrip(".").rsplit(".", 1)[-1].lower()
         region = _TLD_REGION_ALIASES.get(tld, tld.upper())
-        if len(tld) == 2 and region in _SUPPORTED_REGIONS:
+        if len(tld) == 2 and region in SUPPORTED_REGIONS:
             return region
     return default_region
 
@@ -197,7 +197,7 @@ def _judge(text: str, s: int, e: int, raw: str, number, region: str, lines: _Lin
     cue = _cue(text, s)
     if cue == "not" or (cue != "phone" and (_IMAGE_SIZE_RE.fullmatch(raw) or _SPACED_THOUSANDS_RE.fullmatch(raw))):
         return "no"
-    if cue != "phone" and re.fullmatch(r"\d+(?:\.\d+){2,}", raw) and _version_context(text, s, e):
+    if cue != "phone" and re.fullmatch(r"\d+(?:\.\d+){2,}", raw) and version_context(text, s, e):
         return "no"
     if any(m.start() < e and s < m.end() for m in _IBAN_RE.finditer(text, max(0, s - 48), min(len(text), e + 48))):
         return "no"
@@ -241,7 +241,7 @@ class TooManyCandidates(Exception):
     """A text holds more phone-number candidates than the caller's budget (``max_candidates``)."""
 
 
-def _phones(text: str, region: str, max_candidates: int | None = None) -> list[Span]:
+def phones(text: str, region: str, max_candidates: int | None = None) -> list[Span]:
     """Phone spans of ``text``. ``max_candidates``: most candidates (matcher hits plus digit runs
     and North-American numbers parsed) examined before TooManyCandidates is raised; each costs
     about 0.1-0.5 ms of phonenumbers parsing, so the cap bounds a page's time by its content."""

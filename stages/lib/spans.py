@@ -90,7 +90,7 @@ _SPAN_CACHE: dict[tuple, list[tuple[str, str | None]]] = {}
 _SPAN_CACHE_SIZE = 1024
 
 
-def _cached_spans(text: str, lang: str | None, min_words: int, max_words: int) -> list[tuple[str, str | None]]:
+def cached_spans(text: str, lang: str | None, min_words: int, max_words: int) -> list[tuple[str, str | None]]:
     # The three span stages run one after the other on the same batch: segment each text once.
     key = (text, lang, min_words, max_words)
     hit = _SPAN_CACHE.get(key)

@@ -31,6 +31,7 @@ import ahocorasick
 import numpy as np
 import xxhash
 
+from datapipe.env import cache_dir as shared_cache_dir
 from datapipe.env import shared_data
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
@@ -46,7 +47,6 @@ def shared_path(p: str) -> Path:
 
 def cache_dir() -> Path:
     """``$DATAPIPE_CACHE`` or ``~/.cache/datapipe`` (derived, rebuildable files only)."""
-    from datapipe.env import cache_dir as shared_cache_dir
 
     return shared_cache_dir()
 

@@ -27,9 +27,9 @@ from datapipe.stages.phases.dedup.steps import (
     EDGES,
     Ctx,
     Shard,
-    _live_mask,
-    _nodes,
     edits,
+    live_mask,
+    node_ids,
     node_rows,
     shard_of,
 )
@@ -77,8 +77,8 @@ def _band_hash(block: np.ndarray, band: int) -> np.ndarray:
 def bands_map(ctx: Ctx, i: int) -> int:
     shard = ctx.shard(i)
     sig, valid = load_signatures(ctx, shard)
-    rows = np.flatnonzero(valid & _live_mask(ctx, shard, len(valid)))
-    nodes = _nodes(shard, len(valid))[rows]
+    rows = np.flatnonzero(valid & live_mask(ctx, shard, len(valid)))
+    nodes = node_ids(shard, len(valid))[rows]
     r = ctx.rows
     with ctx.writer("bands", f"s{i}", _BANDS) as w:
         for j in range(ctx.bands):   # a band's hash mixes in the band: buckets of different bands never meet
@@ -242,9 +242,8 @@ def verify_dst(ctx: Ctx, j: int) -> tuple[int, int]:
             snodes, sv, so = _read_sets(ctx, int(s), np.unique(src[sel]))
             ia = np.searchsorted(snodes, src[sel])
             if m.verify == "exact":
-                from datapipe.stages.lib.minhash_kernel import (
-                    pair_jaccard,  # numba: imported where used
-                )
+                # Lazy: numba loads only when a run verifies pairs (loading a manifest imports the phases).
+                from datapipe.stages.lib.minhash_kernel import pair_jaccard
 
                 jac = pair_jaccard(sv, so, ia.astype(np.int64), dv, do, dinv[sel].astype(np.int64))
             else:

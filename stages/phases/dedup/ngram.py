@@ -34,9 +34,10 @@ from datapipe.stages.lib.normalize import normalize_text
 from datapipe.stages.phases.dedup.steps import (
     DROPS,
     Ctx,
-    _live_mask,
-    _nodes,
     drop_table,
+    edits,
+    live_mask,
+    node_ids,
     node_rows,
     shard_of,
 )
@@ -71,7 +72,6 @@ def order_key(doc_id: str, own: bool) -> int:
 
 def _texts(ctx: Ctx, shard, n: int) -> list[str | None]:
     """Texts of the shard with line edits applied (what this step sees)."""
-    from datapipe.stages.phases.dedup.steps import edits
 
     texts = shard.store.read(shard.rel, ["text"]).column("text").to_pylist()
     e = edits(ctx, shard)
@@ -86,8 +86,8 @@ def ngram_map(ctx: Ctx, i: int) -> int:
     c = ctx.cfg.ngram
     shard = ctx.shard(i)
     t = shard.store.read(shard.rel, ["id"])
-    texts, live = _texts(ctx, shard, t.num_rows), _live_mask(ctx, shard, t.num_rows)
-    ids, nodes = t.column("id").to_pylist(), _nodes(shard, t.num_rows)
+    texts, live = _texts(ctx, shard, t.num_rows), live_mask(ctx, shard, t.num_rows)
+    ids, nodes = t.column("id").to_pylist(), node_ids(shard, t.num_rows)
     n = 0
     with ctx.writer("ngram", f"s{i}", _GRAMS) as w:
         for row, (text, ok) in enumerate(zip(texts, live)):
@@ -156,7 +156,7 @@ def ngram_edit(ctx: Ctx, i: int) -> tuple[int, int]:
         keeper_by_row.setdefault(r, []).append(kp)
     t = shard.store.read(shard.rel, ["id"])
     texts = _texts(ctx, shard, t.num_rows) if dup_by_row else []
-    ids, nodes = t.column("id").to_pylist(), _nodes(shard, t.num_rows)
+    ids, nodes = t.column("id").to_pylist(), node_ids(shard, t.num_rows)
     drop_rows, drop_of, edited, removed = [], [], [], 0
     for r in sorted(dup_by_row):
         dup, paras = dup_by_row[r], paragraphs(texts[r])

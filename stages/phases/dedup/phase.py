@@ -34,6 +34,7 @@ from datapipe.engine.lineage import fingerprint as lineage_fingerprint
 from datapipe.engine.shuffle_store import Store
 from datapipe.formats.documents import null_snapshots, without_snapshots
 from datapipe.io.parquet import remove_temporaries
+from datapipe.stages.dedup_signatures import stage_config
 from datapipe.stages.phases.dedup import components, near, ngram, steps
 from datapipe.stages.phases.dedup.config import DedupConfig
 from datapipe.stages.phases.dedup.steps import (
@@ -383,7 +384,6 @@ class DedupPhase(Phase):
 
     @classmethod
     def required_stages(cls, manifest) -> list[dict]:
-        from datapipe.stages.dedup_signatures import stage_config
 
         return [{"dedup_signatures": stage_config(manifest.section("dedup")).model_dump()}]
 

@@ -92,7 +92,7 @@ def node_rows(nodes: np.ndarray) -> np.ndarray:
     return (nodes & _ROW_MASK).astype(np.int64)
 
 
-def _nodes(shard: Shard, n: int) -> np.ndarray:
+def node_ids(shard: Shard, n: int) -> np.ndarray:
     return (U64(shard.index) << U64(32)) | np.arange(n, dtype=U64)
 
 
@@ -101,7 +101,7 @@ def drops_of(ctx: Ctx, shard_index: int) -> pa.Table:
     return pa.concat_tables([ctx.work.gather(s, shard_index, DROPS) for s in DROP_STEPS])
 
 
-def _live_mask(ctx: Ctx, shard: Shard, n: int) -> np.ndarray:
+def live_mask(ctx: Ctx, shard: Shard, n: int) -> np.ndarray:
     mask = np.ones(n, dtype=bool)
     mask[node_rows(drops_of(ctx, shard.index).column("node").to_numpy())] = False
     return mask
@@ -126,7 +126,7 @@ def order_cols(ctx: Ctx, shard: Shard, rows: np.ndarray, t: pa.Table | None = No
     return {"prio": pa.array(np.full(len(rows), 1 if shard.own else 0, dtype=np.int8)),
             **survivor.key_columns(t, rows, ctx.cfg.survivor),
             "id": t.column("id").take(pa.array(rows, pa.int64())),
-            "node": pa.array(_nodes(shard, t.num_rows)[rows])}
+            "node": pa.array(node_ids(shard, t.num_rows)[rows])}
 
 
 def pick_representatives(ctx: Ctx, step: str, k: int, group: list[pa.Field], reason: str,
@@ -185,7 +185,7 @@ def _line_hashes(text: str) -> tuple[list[str], list[int | None]]:
 def lines_map(ctx: Ctx, i: int) -> int:
     shard = ctx.shard(i)
     t = shard.store.read(shard.rel, ["text"])
-    live = _live_mask(ctx, shard, t.num_rows)
+    live = live_mask(ctx, shard, t.num_rows)
     hs = [h for text, ok in zip(t.column("text").to_pylist(), live) if ok and text
           for h in _line_hashes(text)[1] if h is not None]
     uniq, cnt = np.unique(np.array(hs, dtype=U64), return_counts=True)
@@ -213,7 +213,7 @@ def lines_edit(ctx: Ctx, i: int) -> int:
     edited, gone = [], []
     t = shard.store.read(shard.rel, ["id", "text"]) if bad else None
     if bad:
-        live = _live_mask(ctx, shard, t.num_rows)
+        live = live_mask(ctx, shard, t.num_rows)
         for row, (text, ok) in enumerate(zip(t.column("text").to_pylist(), live)):
             if not (ok and text):
                 continue
@@ -225,13 +225,13 @@ def lines_edit(ctx: Ctx, i: int) -> int:
             (edited if normalize_text(new) else gone).append((row, new))
     with ctx.work.writer("drops_lines", f"s{i}", 0, DROPS, ctx.flush_rows) as w:
         if gone:
-            ids, nodes = t.column("id").to_pylist(), _nodes(shard, t.num_rows)
+            ids, nodes = t.column("id").to_pylist(), node_ids(shard, t.num_rows)
             g = drop_table([nodes[r] for r, _ in gone], [ids[r] for r, _ in gone], [None] * len(gone), LINES)
             w.add(g, shard_of(g.column("node").to_numpy()))
     if edited:
         m = ctx.cfg.minhash
         texts = [x for _, x in edited]
-        ids, nodes = t.column("id").to_pylist(), _nodes(shard, t.num_rows)
+        ids, nodes = t.column("id").to_pylist(), node_ids(shard, t.num_rows)
         hashes, sigs = signature_columns(texts, m.num_perm, m.seed, m.ngram, m.shingle_hash)
         ctx.work.write(f"edits/s{i}.parquet", pa.table({
             "id": [ids[r] for r, _ in edited], "node": pa.array([nodes[r] for r, _ in edited], pa.uint64()),

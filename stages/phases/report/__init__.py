@@ -9,9 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from datapipe.io.parquet import fs_and_path
 from datapipe.phase import Dataset, Phase, PhaseContext, PhaseResult, register_phase
-
-REPORT_FILE = "report.html"
+from datapipe.stages.phases.report.html import REPORT_FILE, write_report
 
 
 class ReportConfig(BaseModel):
@@ -39,13 +39,11 @@ class ReportPhase(Phase):
         return cfg is None or cfg.enabled
 
     def outputs_present(self, ctx: PhaseContext) -> bool:
-        from datapipe.io.parquet import fs_and_path
 
         fs, p = fs_and_path(ctx.url(REPORT_FILE), ctx.storage_options)
         return fs.exists(p)
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
-        from datapipe.stages.phases.report.html import write_report
 
         ctx.progress("draw the report")
         cfg = self.manifest.section("report") or ReportConfig()

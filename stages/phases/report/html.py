@@ -26,12 +26,20 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from datapipe.cli.termfmt import flat_items, short_value
 from datapipe.inspect import reader as I
+from datapipe.inspect.rules import column_thresholds, signal_reasons
+from datapipe.inspect.run_config import effective_phase_configs, effective_stage_configs
 from datapipe.io.parquet import fs_and_path, join
+from datapipe.stages.phases.dedup.phase import banding
 from datapipe.stages.phases.report import style as S
+from datapipe.stages.phases.report.contamination import contamination_html
 
 #: Integer/float signal types plotted as histograms.
 _NUMERIC = ("int", "uint", "float", "double", "halffloat")
+
+#: The report's file name in the run folder.
+REPORT_FILE = "report.html"
 
 
 def _figure(figsize) -> Figure:
@@ -150,8 +158,6 @@ def _values(run: I.Run, column: str, reasons: list[str]) -> dict[str, np.ndarray
 def figures(run: I.Run, funnel: dict, log_y: str = "auto", histograms: bool = True) -> list[tuple[str, str]]:
     """``[(title, base64 PNG)]`` for every plot the run has data for. ``log_y``: see ``LOG_Y``;
     ``histograms=False``: the summary only, no histogram per signal column."""
-    from datapipe.inspect.rules import column_thresholds, signal_reasons
-    from datapipe.inspect.run_config import effective_stage_configs
 
     figs = []
     st = funnel["stages"]
@@ -251,12 +257,6 @@ def _tokens_chart(tk: dict) -> str:
 
 def _settings_html(run: I.Run) -> str:
     """Every stage's and phase section's settings as run (defaults filled in), one row each."""
-    from datapipe.cli.termfmt import flat_items, short_value
-    from datapipe.inspect.run_config import (
-        effective_phase_configs,
-        effective_stage_configs,
-    )
-    from datapipe.stages.phases.dedup.phase import banding
 
     rows = []
     sections = [(sec, cfg) for secs in effective_phase_configs(run).values() for sec, cfg in (secs or {}).items()
@@ -293,7 +293,6 @@ def _histograms_note(run: I.Run) -> str:
 def render(run: I.Run, log_y: str = "auto", histograms: bool = True) -> str:
     """The report as an HTML string (no external resources). ``log_y``: see ``LOG_Y``;
     ``histograms``: draw one histogram per numeric signal column (else list them)."""
-    from datapipe.stages.phases.report.contamination import contamination_html
 
     f = I.funnel(run)
     rows = []
@@ -350,7 +349,6 @@ def write_report(run_dir: str, out: str | None = None, storage_options: dict | N
         raise ValueError(f"log_y must be one of {', '.join(LOG_Y)}, not {log_y!r}")
     run = I.Run.open(run_dir, storage_options)
     page = render(run, log_y, histograms)
-    from datapipe.stages.phases.report import REPORT_FILE
 
     target = out or join(run.url, REPORT_FILE)
     fs, path = fs_and_path(target, storage_options if out is None else None)

@@ -1,6 +1,8 @@
 """Training a byte-level BPE ``tokenizer.json`` for ``tokenize.tokenizer`` (``datapipe tokenizer train``)."""
 from __future__ import annotations
 
+from datapipe.io.parquet import write_atomic
+
 
 def train_bpe(texts, out_path: str, *, vocab_size: int = 32000, min_frequency: int = 2,
               special_tokens: list[str] | None = None) -> dict:
@@ -12,7 +14,6 @@ def train_bpe(texts, out_path: str, *, vocab_size: int = 32000, min_frequency: i
     """
     from tokenizers.implementations import ByteLevelBPETokenizer
 
-    from datapipe.io.parquet import write_atomic
 
     specials = special_tokens if special_tokens is not None else ["<|endoftext|>"]
     tok = ByteLevelBPETokenizer()

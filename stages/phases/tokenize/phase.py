@@ -44,7 +44,8 @@ from datapipe.stages.phases.tokenize.tokenizer import (
     TextTokenizer,
     TokenizeConfig,
     TokenizerError,
-    _bytes_sha256,
+    bytes_sha256,
+    files_sha256,
     load_tokenizer,
     resolve_files,
 )
@@ -252,7 +253,7 @@ def run_mix_tokenize(client, run_dir: str, mix: MixConfig, tokenize: TokenizeCon
     sampled = [f"{work}/sampled/{n}.parquet" for n in names]
     tcfg, mcfg = tokenize.model_dump(), mix.model_dump()
     files = _payload(tokenize)
-    if _bytes_sha256(list(files.values())) != tok.sha256:  # the workers must build the tokenizer checked here
+    if bytes_sha256(list(files.values())) != tok.sha256:  # the workers must build the tokenizer checked here
         raise TokenizerError(f"tokenizer files of {tokenize.tokenizer!r} changed while the run started; run again")
     payload = client.scatter(files, broadcast=True, hash=False)
     progress("tokenize documents")
@@ -342,7 +343,6 @@ class TokenizePhase(Phase):
 
     def config(self) -> dict:
         if getattr(self, "_config", None) is None:
-            from datapipe.stages.phases.tokenize.tokenizer import _files_sha256
 
             mix, tok = self._configs()
             # speed-only knobs do not change the shards; the tokenizer's own bytes do (hashed, not
@@ -350,7 +350,7 @@ class TokenizePhase(Phase):
             self._config = {"mix": mix.model_dump(mode="json"),
                             "tokenize": tok.model_dump(mode="json",
                                                        exclude={"batch_size", "num_threads", "keep_intermediate"}),
-                            "tokenizer_sha256": _files_sha256(resolve_files(tok)[1])}
+                            "tokenizer_sha256": files_sha256(resolve_files(tok)[1])}
         return self._config
 
     def check(self) -> None:

@@ -43,6 +43,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from datapipe.engine.safe_paths import check_output_subdir
 from datapipe.env import shared_data
 from datapipe.manifest.path_settings import ReadFile, TokenizerName
 
@@ -95,7 +96,6 @@ class TokenizeConfig(BaseModel):
     @field_validator("output")
     @classmethod
     def _inside_run(cls, v: str) -> str:
-        from datapipe.engine.safe_paths import check_output_subdir
 
         return check_output_subdir(v)
 
@@ -186,15 +186,15 @@ def token_dtype(vocab_size: int, requested: str = "auto") -> np.dtype:
     return np.dtype(np.uint16)
 
 
-def _bytes_sha256(contents: list[bytes]) -> str:
+def bytes_sha256(contents: list[bytes]) -> str:
     h = hashlib.sha256()
     for data in contents:
         h.update(data)
     return h.hexdigest()
 
 
-def _files_sha256(paths: list[Path]) -> str:
-    return _bytes_sha256([p.read_bytes() for p in paths])
+def files_sha256(paths: list[Path]) -> str:
+    return bytes_sha256([p.read_bytes() for p in paths])
 
 
 _SPEC_LOCK = threading.Lock()
@@ -339,7 +339,7 @@ def load_tokenizer(cfg: TokenizeConfig) -> TextTokenizer:
     """
     kind, files = resolve_files(cfg)
     contents = [f.read_bytes() for f in files]  # read once: the hash and the ranks come from the same bytes
-    sha = _bytes_sha256(contents)
+    sha = bytes_sha256(contents)
     bos, post, bos_source = cfg.bos, None, ("tokenize.bos" if cfg.bos is not None else None)
     if kind == "tiktoken":
         impl = _tiktoken(files[0], contents[0])
