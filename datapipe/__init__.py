@@ -30,7 +30,8 @@ class _CheckoutFinder:
 
 
 if os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")):
-    sys.meta_path.append(_CheckoutFinder())
+    # First: the stages of this checkout, even where an install of another checkout maps them elsewhere.
+    sys.meta_path.insert(0, _CheckoutFinder())
 
 __all__ = ["DedupResult", "Pipeline", "PipelineResult", "dedup", "stages"]
 
