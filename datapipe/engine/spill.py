@@ -14,9 +14,11 @@ Row groups are cut from the row sequence alone (``ShardWriter``): at most ``ROW_
 and ``ROW_GROUP_BYTES`` bytes of values, so a shard is byte for byte the same whether or not its
 task spilled, and whatever its budget.
 
-Memory of one kind while merging, bytes of Arrow buffers: about one run batch per run (the
-budget over ``FAN_IN`` each), the rows still held, one merged step and one row group (twice:
-its pieces and the contiguous copy written).
+Memory, bytes of Arrow buffers: while spilling, the rows held and their sorted copy (twice the
+budget); while merging, one run batch per run (the budget over ``FAN_IN`` each, at least
+``MIN_BATCH_BYTES``), the rows still held and one merged step (about twice the budget), and one
+row group: its pieces, its contiguous copy and the Parquet writer's buffers (about three times
+its largest column), some four times ``ROW_GROUP_BYTES``.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from datapipe.io.parquet import COMPRESSION
 DEFAULT_BUFFER_BYTES = 256 * 2**20
 #: Rows and value bytes (``row_bytes``) of a shard's row group at most.
 ROW_GROUP_ROWS = 50_000
-ROW_GROUP_BYTES = 64 * 2**20
+ROW_GROUP_BYTES = 32 * 2**20
 #: Runs merged at once.
 FAN_IN = 16
 #: Value bytes of a run's batches: the budget over ``FAN_IN``, at least this (a merge step has
@@ -123,6 +125,15 @@ def _key_table(t: pa.Table) -> pa.Table:
     return t.select([k for k, _ in _MERGE_KEYS])
 
 
+def _open(fs, path: str, mode: str):
+    """A file of ``fs`` for Arrow: a native one on a local disk (no Python copy of each buffer
+    read or written), else the fsspec file."""
+    proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if proto in ("file", "local"):
+        return pa.OSFile(path, mode)
+    return fs.open(path, mode)
+
+
 class _Run:
     """One sorted run's batches: from its IPC file, or the slices of a sorted table in memory."""
 
@@ -133,7 +144,7 @@ class _Run:
         if self.table is not None:
             yield from _slices(self.table, self.batch_bytes)
             return
-        with self.fs.open(self.path, "rb") as fh:
+        with _open(self.fs, self.path, "rb") as fh:
             reader = ipc.open_file(fh)
             for i in range(reader.num_record_batches):
                 yield pa.Table.from_batches([reader.get_batch(i)])
@@ -179,8 +190,10 @@ def merge(runs: list[_Run]) -> Iterator[pa.Table]:
         for j, s in enumerate(held):
             heads.append(pending[s].slice(0, int(counts[j])))
             pending[s] = pending[s].slice(int(counts[j]))
-        step = pa.concat_tables(heads)
+        step = pa.concat_tables(heads).combine_chunks()
+        del heads
         yield step.take(pc.sort_indices(_key_table(step), sort_keys=_MERGE_KEYS))
+        del step
         load = [frontier] if frontier is not None else []
 
 
@@ -202,19 +215,25 @@ class SortedRows:
         self.held_bytes += table.nbytes
         self.rows += table.num_rows
 
+    def _held(self) -> pa.Table:
+        """The rows held as one contiguous table, holding none: a take from chunks would first
+        concatenate them (a third copy at its peak), a take from one chunk does not."""
+        t = pa.concat_tables(self.parts).combine_chunks()
+        self.parts, self.held_bytes = [], 0
+        return t
+
     def _sorted_held(self) -> pa.Table:
-        t = pa.concat_tables(self.parts)
+        t = self._held()
         order = pc.sort_indices(t, sort_keys=KEYS)  # stable: ties in arrival order
         t = t.take(order).append_column(SEQ, pc.add(order.cast(pa.int64()), self._spilled_rows))
         self._spilled_rows += t.num_rows
-        self.parts, self.held_bytes = [], 0
         return t
 
     def _new_run(self, batches: Iterator[pa.Table], schema: pa.Schema) -> str:
         path = f"{self.final}.tmp-{uuid.uuid4().hex[:8]}"
         self.runs.append(path)  # before it exists: removed by ``discard`` whatever happens
         self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-        with self.fs.open(path, "wb") as fh, ipc.new_file(fh, schema, options=_IPC_OPTIONS) as w:
+        with _open(self.fs, path, "wb") as fh, ipc.new_file(fh, schema, options=_IPC_OPTIONS) as w:
             for b in batches:
                 for piece in _slices(b, self.batch_bytes):
                     w.write_table(piece)
@@ -240,7 +259,7 @@ class SortedRows:
         """Every row of the kind in canonical order as a Parquet file on ``fh`` (``ShardWriter``)."""
         w = ShardWriter(fh, self.schema)
         if not self.runs:
-            t = pa.concat_tables(self.parts) if self.parts else self.schema.empty_table()
+            t = self._held() if self.parts else self.schema.empty_table()
             w.add(t.sort_by(KEYS) if t.num_rows > 1 else t)  # stable, as ``_sorted_held``
         else:
             self._reduce()
