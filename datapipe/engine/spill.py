@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from datapipe.io.parquet import COMPRESSION
 
-#: Bytes of Arrow buffers a task holds across its kinds before it spills sorted runs to disk.
+#: Bytes of Arrow buffers a task holds across its kinds before it spills sorted runs to disk
+#: (at most: ``default_buffer_bytes``).
 DEFAULT_BUFFER_BYTES = 256 * 2**20
 #: Rows and value bytes (``row_bytes``) of a shard's row group at most.
 ROW_GROUP_ROWS = 50_000
@@ -48,6 +49,19 @@ SEQ = "__seq"
 KEYS = [("warc_offset", "ascending"), ("id", "ascending")]
 _MERGE_KEYS = KEYS + [(SEQ, "ascending")]
 _IPC_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+
+
+def default_buffer_bytes() -> int:
+    """The buffer budget of a task on this process: ``DEFAULT_BUFFER_BYTES``, or an eighth of the
+    Dask worker's ``memory_limit`` where that is less (a spilling task's peak is some four times
+    its budget plus four row groups, in Arrow buffers and allocator slack). Bytes."""
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):  # not in a worker
+        limit = None
+    return min(DEFAULT_BUFFER_BYTES, limit // 8) if limit else DEFAULT_BUFFER_BYTES
 
 
 def row_bytes(table: pa.Table) -> np.ndarray:

@@ -3,8 +3,9 @@
 ``run_file_task`` reads the file, pushes batches of documents through the stage chain, splits
 kept / rejected / errored rows after every stage, and writes three shards (``_filtered/``: the
 rows that passed every stage, ``rejected/``, ``errors/``, named after the task) plus a success
-record ``_tasks/<task>.json``. Each shard is written in one go at the end, rows ordered by
-``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``).
+record ``_tasks/<task>.json``. Each shard is written at the end, rows ordered by
+``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``); a task's rows
+past its buffer budget wait in sorted run files on disk meanwhile (``datapipe.engine.spill``).
 
 The success record holds the task's prefix fingerprints (planned in ``datapipe.engine.task_plan``). A
 rerun with an equal last prefix skips the task; one that shares the first ``k >= 1`` stages
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from datapipe.engine.ledger import Ledger
-from datapipe.engine.spill import DEFAULT_BUFFER_BYTES, SortedRows
+from datapipe.engine.spill import SortedRows, default_buffer_bytes
 from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import (
     PAYLOAD_FIELD,
@@ -106,7 +107,8 @@ def canonical_order(table: pa.Table) -> pa.Table:
 class TaskOutputs:
     """The rows of one task, gathered per kind and written at ``commit`` in canonical order.
 
-    Past ``spec.buffer_bytes`` of Arrow buffers held across the kinds, every kind's rows are
+    Past ``spec.buffer_bytes`` of Arrow buffers held across the kinds (default:
+    ``spill.default_buffer_bytes``, from the worker's memory limit), every kind's rows are
     spilled to disk as a sorted run (``datapipe.engine.spill``); ``commit`` merges the runs into
     the shard and removes them, ``abort`` removes them. A shard's bytes depend only on its rows,
     spilled or not: a task rerun from stored rows writes exactly what a fresh read would.
@@ -114,7 +116,7 @@ class TaskOutputs:
 
     def __init__(self, spec: TaskSpec, schema: pa.Schema):
         self.spec, self.schema = spec, schema
-        self.budget = spec.buffer_bytes or DEFAULT_BUFFER_BYTES
+        self.budget = spec.buffer_bytes or default_buffer_bytes()
         self.fs = fs_and_path(spec.output, spec.storage_options)[0]
         self.sorted = {k: SortedRows(self.fs, fs_and_path(self.url(k), spec.storage_options)[1], schema, self.budget)
                        for k in KINDS}
