@@ -204,3 +204,20 @@ def test_the_default_budget_follows_the_workers_memory_limit(monkeypatch):
     assert spill.default_buffer_bytes() == spill.DEFAULT_BUFFER_BYTES
     Worker.memory_manager.memory_limit = None  # memory_limit: none
     assert spill.default_buffer_bytes() == spill.DEFAULT_BUFFER_BYTES
+
+
+def test_runs_on_a_remote_filesystem(tmp_path):
+    """Run files go through fsspec where the output is not a local disk (here ``memory://``)."""
+    batches = _batches(seed=3, n=8)
+    shards = {}
+    for out, budget in (("memory://spill-remote/run", 1), (str(tmp_path), None)):
+        spec = TaskSpec("docs-0123abcd", "in.jsonl", out, [], "fp", buffer_bytes=budget)
+        outs = TaskOutputs(spec, SCHEMA)
+        for b in batches:
+            outs.write("kept", b)
+        assert len(outs.sorted["kept"].runs) == (8 if budget else 0)
+        assert outs.commit() == {"kept": True, "rejected": False, "errors": False}
+        fs = outs.fs
+        shards[out] = fs.cat_file(fs_path := outs.sorted["kept"].final)
+        assert fs.ls(fs_path.rsplit("/", 1)[0], detail=False) == [fs_path]  # runs removed
+    assert shards["memory://spill-remote/run"] == shards[str(tmp_path)]
