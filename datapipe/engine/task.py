@@ -3,8 +3,9 @@
 ``run_file_task`` reads the file, pushes batches of documents through the stage chain, splits
 kept / rejected / errored rows after every stage, and writes three shards (``_filtered/``: the
 rows that passed every stage, ``rejected/``, ``errors/``, named after the task) plus a success
-record ``_tasks/<task>.json``. Each shard is written in one go at the end, rows ordered by
-``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``).
+record ``_tasks/<task>.json``. Each shard is written at the end, rows ordered by
+``(warc_offset, id)``, so its bytes depend only on its rows (see ``TaskOutputs``); a task's rows
+past its buffer budget wait in sorted run files on disk meanwhile (``datapipe.engine.spill``).
 
 The success record holds the task's prefix fingerprints (planned in ``datapipe.engine.task_plan``). A
 rerun with an equal last prefix skips the task; one that shares the first ``k >= 1`` stages
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 
 from datapipe.engine.check_cache import assets_digest
 from datapipe.engine.ledger import Ledger
+from datapipe.engine.spill import SortedRows, default_buffer_bytes
 from datapipe.engine.task_plan import TaskSpec
 from datapipe.formats.documents import (
     PAYLOAD_FIELD,
@@ -37,8 +39,8 @@ from datapipe.io.parquet import (
     join,
     read_json,
     remove_file,
+    write_atomic,
     write_json_atomic,
-    write_table_atomic,
 )
 from datapipe.io.readers import read_input
 from datapipe.stage import ERROR, REJECT, Stage, registry, with_column
@@ -52,7 +54,6 @@ _SETUP_LOCKS: dict[str, threading.Lock] = {}
 _CACHE_LOCK = threading.Lock()
 #: Phase-1 outputs of a task: kind -> folder under the run directory.
 KINDS = {"kept": "_filtered", "rejected": "rejected", "errors": "errors"}
-ROW_GROUP_ROWS = 50_000
 _DETAIL_CHARS = 300
 
 
@@ -107,40 +108,57 @@ def canonical_order(table: pa.Table) -> pa.Table:
 class TaskOutputs:
     """The rows of one task, gathered per kind and written at ``commit`` in canonical order.
 
-    Holding a task's rows until the end costs memory of the order of its extracted text (raw
-    HTML is dropped after extraction), and buys files whose bytes depend only on their rows: a
-    task rerun from stored rows writes exactly what a fresh read would.
+    Past ``spec.buffer_bytes`` of Arrow buffers held across the kinds (default:
+    ``spill.default_buffer_bytes``, from the worker's memory limit), every kind's rows are
+    spilled to disk as a sorted run (``datapipe.engine.spill``); ``commit`` merges the runs into
+    the shard and removes them, ``abort`` removes them. A shard's bytes depend only on its rows,
+    spilled or not: a task rerun from stored rows writes exactly what a fresh read would.
     """
 
     def __init__(self, spec: TaskSpec, schema: pa.Schema):
         self.spec, self.schema = spec, schema
-        self.parts: dict[str, list[pa.Table]] = {k: [] for k in KINDS}
+        self.budget = spec.buffer_bytes or default_buffer_bytes()
+        self.fs = fs_and_path(spec.output, spec.storage_options)[0]
+        self.sorted = {k: SortedRows(self.fs, fs_and_path(self.url(k), spec.storage_options)[1], schema, self.budget)
+                       for k in KINDS}
+
+    @property
+    def parts(self) -> dict[str, list[pa.Table]]:
+        """Per kind, the tables held in memory (not yet spilled)."""
+        return {k: s.parts for k, s in self.sorted.items()}
 
     def url(self, kind: str) -> str:
         return join(self.spec.output, KINDS[kind], f"{self.spec.task_id}.parquet")
 
     def write(self, kind: str, table: pa.Table) -> None:
         if table.num_rows:
-            self.parts[kind].append(conform(table, self.schema))
+            self.sorted[kind].add(conform(table, self.schema))
+            if sum(s.held_bytes for s in self.sorted.values()) > self.budget:
+                for s in self.sorted.values():
+                    s.spill()
 
     def rows(self, kind: str) -> int:
-        return sum(t.num_rows for t in self.parts[kind])
+        return self.sorted[kind].rows
 
     def commit(self) -> dict:
         files = {}
         so = self.spec.storage_options
-        for kind in KINDS:
-            if self.parts[kind]:
-                t = canonical_order(pa.concat_tables(self.parts[kind]))
-                write_table_atomic(self.url(kind), t, so, ROW_GROUP_ROWS)
-                files[kind] = True
-            else:
-                remove_file(self.url(kind), so)  # a rerun with no such rows: no stale shard
-                files[kind] = False
+        try:
+            for kind, rows in self.sorted.items():
+                if rows.rows:
+                    write_atomic(self.url(kind), rows.write, "wb", so)
+                    files[kind] = True
+                else:
+                    remove_file(self.url(kind), so)  # a rerun with no such rows: no stale shard
+                    files[kind] = False
+                rows.discard()
+        finally:
+            self.abort()
         return files
 
     def abort(self) -> None:
-        self.parts = {k: [] for k in KINDS}
+        for s in self.sorted.values():
+            s.discard()
 
 
 def ledger_reason(value: str) -> str:

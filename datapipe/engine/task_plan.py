@@ -44,6 +44,9 @@ class TaskSpec:
     prefix: list[str] | None = None        # prefix fingerprints (module doc); None = no retuning
     read_options: dict = field(default_factory=dict)  # extra keyword arguments of read_input
     assets: list[str | None] | None = None  # per stage: content digest of its lineage assets (None: no files)
+    #: Bytes of rows the task holds before it spills sorted runs (None: ``spill.default_buffer_bytes``);
+    #: a memory setting only, outside the fingerprints: the shards do not depend on it.
+    buffer_bytes: int | None = None
 
 
 def stage_version(name: str) -> int:
