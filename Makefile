@@ -15,7 +15,7 @@ LID_SHA := 8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83
 help:
 	@echo "make run    - the main job (manifests/cc-2026.yaml) on the embedded sample -> runs/sample/"
 	@echo "make test   - the test suite (about 15 min on 2 cores)"
-	@echo "make lint   - ruff check (rules in pyproject.toml); make typecheck - mypy of datapipe/"
+	@echo "make lint   - ruff check (rules in pyproject.toml) and mypy of the engine (datapipe/engine)"
 	@echo "make test-slow - long scale/fault tests (marked slow)"
 	@echo "make docs   - the documentation site (mkdocs build --strict; reference pages generated from the code) -> site/"
 	@echo "make bench  - benchmarks -> benchmarks/results/latest.json"
@@ -72,11 +72,12 @@ test-deps:
 test: install test-deps
 	DATAPIPE_REQUIRE_CHROMIUM=$$(test -x $(CHROMIUM) && echo 1) $(BIN)/pytest -q -x --timeout=600
 
-# Lint (run by .ci/run): ruff with pyproject.toml's [tool.ruff] rules.
+# Lint (run by .ci/run): ruff with pyproject.toml's [tool.ruff] rules, then the engine's type check.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
-# Type check of the engine (mypy, pyproject.toml's [tool.mypy]).
+# The engine's type check alone (mypy, pyproject.toml's [tool.mypy]).
 typecheck: install
 	$(BIN)/mypy
 

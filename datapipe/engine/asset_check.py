@@ -35,7 +35,7 @@ def _location(manifest, loc: tuple) -> str:
     return error_location(src, lines, loc)
 
 
-def one_line(text: str) -> str:
+def one_line(text: object) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 

@@ -149,7 +149,7 @@ class OutputLock:
             fh.write(data)
         time.sleep(0.2)  # let a racing writer land, then see who won
         got = read_lock(self.output, self.so)
-        return bool(got) and got.get("token") == self.token
+        return got is not None and got.get("token") == self.token
 
     @contextlib.contextmanager
     def _guard(self):

@@ -62,10 +62,7 @@ def limit_threads(threads: int) -> None:
         pass
 
 
-try:
-    from distributed.diagnostics.plugin import WorkerPlugin
-except ImportError:  # pragma: no cover - distributed is a dependency
-    WorkerPlugin = object
+from distributed.diagnostics.plugin import WorkerPlugin
 
 
 class ProcessLimits(WorkerPlugin):

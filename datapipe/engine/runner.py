@@ -156,13 +156,14 @@ def check_before_work(manifest: Manifest, probe_output: bool = True) -> InputSet
                 with asset_error(manifest, (ph.name,)):
                     ph.check()
                 check_cache.remember(ph)
-    i = manifest.inputs
-    inputs = resolve_inputs(i.paths, i.crawl, i.crawl_files, i.base_url, i.storage_options, output=manifest.output)
+    src = manifest.inputs
+    inputs = resolve_inputs(src.paths, src.crawl, src.crawl_files, src.base_url, src.storage_options,
+                            output=manifest.output)
     check_extraction(manifest, inputs)
     if probe_output:
-        check_output_writable(manifest.output, i.storage_options)
+        check_output_writable(manifest.output, src.storage_options)
     else:
-        check_output_usable(manifest.output, i.storage_options)
+        check_output_usable(manifest.output, src.storage_options)
     return inputs
 
 

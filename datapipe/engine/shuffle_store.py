@@ -170,7 +170,9 @@ class RunWriter:
         store.fs.makedirs(posixpath.dirname(self.final), exist_ok=True)
         self.tmp = f"{self.final}.tmp-{uuid.uuid4().hex[:8]}"
         self.fh = store.fs.open(self.tmp, "wb")
-        self.pos, self.index, self.buf, self.nbuf, self.rows = 0, [], [], 0, 0
+        self.index: list[tuple[int, int, int]] = []  # (partition, offset, length) per written segment
+        self.buf: list[tuple[pa.Table, np.ndarray]] = []  # (rows, their partitions) not yet written
+        self.pos, self.nbuf, self.rows = 0, 0, 0
 
     def add(self, table: pa.Table, parts: np.ndarray) -> None:
         if table.num_rows:

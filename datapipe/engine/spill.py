@@ -158,6 +158,7 @@ class _Run:
         if self.table is not None:
             yield from _slices(self.table, self.batch_bytes)
             return
+        assert self.path is not None  # a run is either in memory or in a file
         with _open(self.fs, self.path, "rb") as fh:
             reader = ipc.open_file(fh)
             for i in range(reader.num_record_batches):
@@ -184,10 +185,11 @@ def merge(runs: list[_Run]) -> Iterator[pa.Table]:
             else:
                 pending[s] = b
                 last[s] = _key_table(b.slice(b.num_rows - 1))
-        held = [s for s in range(len(runs)) if pending[s] is not None and pending[s].num_rows]
+        tabs = {s: t for s, t in enumerate(pending) if t is not None and t.num_rows}
+        held = list(tabs)
         if not held:
             return
-        keys = pa.concat_tables([_key_table(pending[s]) for s in held])
+        keys = pa.concat_tables([_key_table(tabs[s]) for s in held])
         order = pc.sort_indices(keys, sort_keys=_MERGE_KEYS).to_numpy()
         if live:
             lasts = pa.concat_tables([last[s] for s in sorted(live)])
@@ -198,12 +200,12 @@ def merge(runs: list[_Run]) -> Iterator[pa.Table]:
             upto = int(np.flatnonzero(seqs[order] == seq)[0]) + 1
         else:
             frontier, upto = None, len(order)
-        owner = np.repeat(np.arange(len(held)), [pending[s].num_rows for s in held])
+        owner = np.repeat(np.arange(len(held)), [tabs[s].num_rows for s in held])
         counts = np.bincount(owner[order[:upto]], minlength=len(held))
         heads = []
         for j, s in enumerate(held):
-            heads.append(pending[s].slice(0, int(counts[j])))
-            pending[s] = pending[s].slice(int(counts[j]))
+            heads.append(tabs[s].slice(0, int(counts[j])))
+            pending[s] = tabs[s].slice(int(counts[j]))
         step = pa.concat_tables(heads).combine_chunks()
         del heads
         yield step.take(pc.sort_indices(_key_table(step), sort_keys=_MERGE_KEYS))

@@ -355,8 +355,8 @@ def _read_task(spec: TaskSpec, chain: list[Stage], schema: pa.Schema) -> dict:
     t0 = time.perf_counter()
     try:
         batch: list[ReadItem] = []
-        read_rej: list[str] = []
-        read_err: list[str] = []
+        read_rej: list[str | None] = []
+        read_err: list[str | None] = []
         n_read = 0
         limited = False
 

@@ -75,7 +75,7 @@ def stage_assets(stages: list[dict]) -> list[str | None]:
     call: each file's hash is remembered by its identity on disk."""
 
     reg = registry()
-    out = []
+    out: list = []  # stage instances
     for item in stages:
         (name, cfg), = item.items()
         cls = reg.get(name)

@@ -11,6 +11,8 @@ A violation raises ``InvariantError`` naming the file or count (``datapipe run``
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow.parquet as pq
 
 from datapipe.engine.ledger import InvariantError, Ledger
@@ -35,7 +37,7 @@ def _ids(fs, paths: list[str]) -> list[tuple]:
 
 
 def verify_run(output: str, storage_options: dict | None, ledger: Ledger, task_records: list[dict],
-               transforms: list[tuple] = (), checks: list[tuple] = ()) -> dict:
+               transforms: Sequence[tuple] = (), checks: Sequence[tuple] = ()) -> dict:
     """Check the invariant (module doc); return the counts checked. Raises InvariantError.
 
     ``transforms``: ``[(phase class, folder read, folder written)]`` of the documents transforms

@@ -37,10 +37,7 @@ import threading
 from datapipe.engine.task import build_chain
 from datapipe.phase import phases
 
-try:
-    from distributed.diagnostics.plugin import WorkerPlugin
-except ImportError:  # pragma: no cover - distributed is a dependency
-    WorkerPlugin = object
+from distributed.diagnostics.plugin import WorkerPlugin
 
 log = logging.getLogger("datapipe")
 
