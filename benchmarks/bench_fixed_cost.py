@@ -57,7 +57,7 @@ if workers:
 m = load_manifest(sys.argv[4], ov)
 inputs = runner.check_before_work(m)
 mark("checks")
-with runner.dask_client(m, quiet=True) as client:
+with runner.dask_client(m) as client:
     client.wait_for_workers(m.cluster.workers or __import__("os").cpu_count() or 1)
     mark("cluster start")
     seen = []

@@ -266,7 +266,7 @@ def part_dask(reps: int) -> dict:
         m = Manifest(inputs={"paths": files}, output=out, stages=chain,
                      cluster={"workers": workers, "dashboard_address": "127.0.0.1:0"})
         t0 = time.perf_counter()
-        with dask_client(m, quiet=True) as client:
+        with dask_client(m) as client:
             client.wait_for_workers(workers)
             start = time.perf_counter() - t0
 

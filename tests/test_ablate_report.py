@@ -12,9 +12,8 @@ import pytest
 import yaml
 from test_ablate_checks import _analyse, _rows
 
-from datapipe.ablate.analysis import mix_block
 from datapipe.ablate.mixtures import mixture_id
-from datapipe.ablate.report import decide
+from datapipe.ablate.report import decide, mix_block
 
 #: Domain sizes in tokens, and the proxy budget: epochs_d = w_d * BUDGET / SIZE_d.
 SIZE, BUDGET = {"a": 1000.0, "b": 500.0, "c": 2000.0}, 1000.0

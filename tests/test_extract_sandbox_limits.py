@@ -5,7 +5,7 @@ import signal
 import threading
 import time
 
-from datapipe.stages.extract import extract_one
+from datapipe.stages.lib.extract_page import extract_one
 from datapipe.stages.lib.extract_sandbox import Sandbox
 
 SMALL = (b"<html><body><article><p>" + b"Hello world, this is a paragraph of text. " * 50

@@ -70,7 +70,7 @@ def test_small_aliases_still_load(tmp_path):
 
 def test_what_if_value_is_guarded():
     from datapipe.inspect.reader import InspectError
-    from datapipe.inspect.rules import parse_change
+    from datapipe.inspect.what_if import parse_change
 
     with pytest.raises(InspectError, match="cycle"):
         parse_change("langid.min_score=&a [*a]")

@@ -37,10 +37,10 @@ class SyncClient:
     """What ``run_dedup`` asks of a ``distributed.Client`` (``map``, ``submit``, ``gather``), run
     at once in this process, in order. Results stand in for futures."""
 
-    def map(self, fn, *iterables, pure=True, **kwargs):
+    def map(self, fn, *iterables, **kwargs):  # kwargs: Client's pure=, key=... (no meaning here)
         return [fn(*args) for args in zip(*iterables)]
 
-    def submit(self, fn, *args, pure=True, **kwargs):
+    def submit(self, fn, *args, **kwargs):
         return fn(*args)
 
     def gather(self, futures):

@@ -286,7 +286,7 @@ def cluster_security(c):
 
 
 @contextmanager
-def dask_client(manifest: Manifest, quiet: bool = False):
+def dask_client(manifest: Manifest):
     """A ``distributed.Client`` for the manifest's cluster section (LocalCluster by default)."""
     from distributed import Client
 

@@ -34,10 +34,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from datapipe.engine.task import build_chain
 from datapipe.phase import phases
-
-from distributed.diagnostics.plugin import WorkerPlugin
 
 log = logging.getLogger("datapipe")
 

@@ -63,7 +63,7 @@ class AtomicParquetWriter:
     def __enter__(self):
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type, *exc_info):
         self._w.close()
         self._fh.close()
         if exc_type is None:

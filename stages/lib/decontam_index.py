@@ -114,7 +114,7 @@ def read_meta(path: Path) -> dict:
 
 
 @lru_cache(maxsize=8)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
+def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size, mtime_ns: the cache key only
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
