@@ -36,8 +36,6 @@ from datapipe.env import models_dir
 from datapipe.manifest.ranges import PosInt, Probability
 from datapipe.models import ModelError
 from datapipe.stage import Rule, Stage, StageConfig, merge_reasons, register, with_column
-from datapipe.stages.lib.decontam_index import DecontamIndex
-from datapipe.stages.lib.decontam_text import words
 
 #: File name of the default index in the models folder.
 DEFAULT_INDEX = "decontam_index.npz"
@@ -129,7 +127,11 @@ class Decontam(Stage):
         if not p.is_file():
             raise ModelError(f"decontam: index {p} not found; build it with {BUILD}")
         try:
-            self.index = DecontamIndex(p)
+            # Lazy: numba loads on the workers that match, not with the manifest.
+            from datapipe.stages.lib import decontam_index, decontam_text
+
+            self.index = decontam_index.DecontamIndex(p)
+            self._words = decontam_text.words
         except (OSError, ValueError, KeyError) as e:
             raise ModelError(f"decontam: index {p} is unreadable ({e}); rebuild it with {BUILD}") from None
         unknown = sorted(set(self.config.benchmarks) - set(self.index.benchmarks))
@@ -143,7 +145,7 @@ class Decontam(Stage):
         """Per text: ``ngrams``, ``benchmarks``, ``items``, ``spans`` (merged, code-point offsets)."""
 
         self.ensure_setup()
-        w = words(texts)
+        w = self._words(texts)
         hits = self.index.match(w)
         ix = self.index
         bench = ix.item_benchmark[hits.item]

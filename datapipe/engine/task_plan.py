@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 
 from datapipe.engine.check_cache import assets_digest
 from datapipe.engine.lineage import fingerprint
+from datapipe.io import warc_parts
 from datapipe.io.jsonl import byte_ranges
 from datapipe.io.parquet_input import row_group_ranges
 from datapipe.io.readers import TEXT_FORMATS, detect_format
 from datapipe.io.textdocs import resolve_fields
-from datapipe.io.warc_parts import VERSION as PART_READER_VERSION
-from datapipe.io.warc_parts import warc_byte_ranges
 from datapipe.stage import registry
 
 log = logging.getLogger(__name__)
@@ -161,7 +160,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
                 parts = row_group_ranges(p, so, split_bytes)
             elif f in ("warc", "wet") and split_bytes:  # gzip per record: cut at member starts
                 fs, lp = url_to_fs(p, **so)
-                parts = warc_byte_ranges(p, fs.size(lp), split_bytes)
+                parts = warc_parts.warc_byte_ranges(p, fs.size(lp), split_bytes)
         except Exception as e:  # noqa: BLE001 - a URL answering 404/500, a file gone since listing:
             # one task, which errors the file with the reason; the other inputs run.
             log.warning("input %s: cannot be sized for splitting (%s: %s); read as one task", p, type(e).__name__, e)
@@ -175,7 +174,7 @@ def plan_specs(inputs: list[str], output: str, stages: list[dict], fingerprint: 
                 read = {"input": identities.get(p, {"path": p}), "format": f, "fields": mapping, "part": part,
                         "batch_size": batch_size, "options": ro}
                 if part is not None and f in ("warc", "wet"):
-                    read["part_reader"] = PART_READER_VERSION  # a change in what the part reader yields rereads parts
+                    read["part_reader"] = warc_parts.VERSION  # a change in what the part reader yields rereads parts
                 prefix = prefix_fingerprints(read, stages, assets)
                 fp = prefix[-1]
             specs.append(TaskSpec(tid, p, output, stages, fp, f, batch_size, so, mapping, part, prefix, ro, assets))

@@ -36,9 +36,6 @@ import threading
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from datapipe.engine.task import build_chain
-from datapipe.phase import phases
-
 log = logging.getLogger("datapipe")
 
 #: Worker-side task states that mean "this worker is to run the task" (distributed's worker state
@@ -48,6 +45,9 @@ _ASSIGNED = ("waiting", "ready", "constrained", "executing")
 
 def import_task_modules() -> None:
     """Import phase 1's task module and every registered phase's module (their task functions)."""
+    # Lazy, on purpose: this is the import thread's work (the plugin itself loads before any task code).
+    import datapipe.engine.task  # noqa: F401 - run_file_task
+    from datapipe.phase import phases
 
     try:
         phases()
@@ -57,6 +57,8 @@ def import_task_modules() -> None:
 
 def warm(stages: list[dict]) -> None:
     """Set up every stage of ``stages`` (a chain as in a TaskSpec), last first; errors are logged."""
+    # Lazy: see import_task_modules.
+    from datapipe.engine.task import build_chain
 
     for item in reversed(stages):
         try:

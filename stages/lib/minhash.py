@@ -26,7 +26,6 @@ from functools import lru_cache
 import numpy as np
 import xxhash
 
-from datapipe.stages.lib import minhash_kernel
 from datapipe.stages.lib.normalize import INVISIBLE, normalize_text
 
 U64 = np.uint64
@@ -111,6 +110,8 @@ def _shingle_hashes_xxh32(docs: list[str], ngram: int) -> tuple[np.ndarray, np.n
 def _kernel():
     """The compiled kernels' module, imported on first use: importing numba (~0.3 s) is no part
     of loading a manifest, which imports every stage module."""
+    # Lazy: numba loads with the first signature, not with the manifest.
+    from datapipe.stages.lib import minhash_kernel
 
     return minhash_kernel
 

@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 from datapipe.io.parquet import fs_and_path
 from datapipe.phase import Dataset, Phase, PhaseContext, PhaseResult, register_phase
-from datapipe.stages.phases.report.html import REPORT_FILE, write_report
+
+#: The report's file name in the run folder.
+REPORT_FILE = "report.html"
 
 
 class ReportConfig(BaseModel):
@@ -44,8 +46,10 @@ class ReportPhase(Phase):
         return fs.exists(p)
 
     def run(self, ctx: PhaseContext) -> PhaseResult:
+        # Lazy: matplotlib and DuckDB load when a report is drawn, not with the manifest.
+        from datapipe.stages.phases.report import html
 
         ctx.progress("draw the report")
         cfg = self.manifest.section("report") or ReportConfig()
-        return PhaseResult(stats={"path": write_report(ctx.output, storage_options=ctx.storage_options,
+        return PhaseResult(stats={"path": html.write_report(ctx.output, storage_options=ctx.storage_options,
                                                        log_y=cfg.log_y, histograms=cfg.histograms)})

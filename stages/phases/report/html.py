@@ -32,14 +32,12 @@ from datapipe.inspect.rules import column_thresholds, signal_reasons
 from datapipe.inspect.run_config import effective_phase_configs, effective_stage_configs
 from datapipe.io.parquet import fs_and_path, join
 from datapipe.stages.phases.dedup.phase import banding
+from datapipe.stages.phases.report import REPORT_FILE
 from datapipe.stages.phases.report import style as S
 from datapipe.stages.phases.report.contamination import contamination_html
 
 #: Integer/float signal types plotted as histograms.
 _NUMERIC = ("int", "uint", "float", "double", "halffloat")
-
-#: The report's file name in the run folder.
-REPORT_FILE = "report.html"
 
 
 def _figure(figsize) -> Figure:
