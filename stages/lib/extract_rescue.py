@@ -109,3 +109,28 @@ def _junk_ancestor(el, body) -> bool:
             return True
         node = node.parent
     return False
+
+
+#: Post containers of forum engines and Q&A pages, by class or id (phpBB ``div.post``, vBulletin
+#: ``li.postcontainer`` / ``#post_123``, XenForo ``article.message``, Phorum ``div.message``, ...).
+POST_CONTAINERS = "[class*=post i], [class*=message i], [id^=post i], article"
+
+#: Repeated post containers that make a page a thread: this many of one kind (tag and class, digits
+#: removed), each with at least ``POST_MIN_CHARS`` characters of text.
+POST_REPEATS = 3
+POST_MIN_CHARS = 80
+
+_DIGITS = re.compile(r"\d+")
+
+
+def repeated_posts(body) -> bool:
+    """Whether ``body`` holds ``POST_REPEATS`` post containers of one kind with text: a thread whose
+    replies are content, whatever the length of its opening post."""
+    seen: dict[tuple, int] = {}
+    for el in body.query_selector_all(POST_CONTAINERS):
+        key = (el.tag, _DIGITS.sub("", el.getattr("class") or ""))
+        if len(el.text.strip()) >= POST_MIN_CHARS:
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] >= POST_REPEATS:
+                return True
+    return False

@@ -46,6 +46,7 @@ from datapipe.stages.lib.extract_rescue import (
     neutralise_main_blocks,
     noscript_chars,
     noscript_source,
+    repeated_posts,
 )
 
 #: Boilerplate candidates: "related" and newsletter boxes. The rest of the old list (h1, footer,
@@ -165,7 +166,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
                  trim_chars: int = 100, trim_share: float = 0.3, skips: tuple[str, ...] = SKIP_CANDIDATES,
                  post_meta: bool = True, guard: bool = True, thread_schema: bool = True,
                  thread_block_chars: int = 0, plain_comments: bool | int = 150, noscript_pages: bool = True,
-                 main_guard: bool = True, clean_fallback: bool = True) -> str:
+                 main_guard: bool = True, clean_fallback: bool = True, thread_posts: int = 2) -> str:
     """Main text of a parsed page by the rules above. ``opts``: resiliparse output options
     (alt_texts, links, list_bullets, noscript). Ratios are of characters; ``fallback_chars``,
     ``thread_block_chars`` and ``plain_comments`` are in characters (``fallback_chars`` 0 = never fall
@@ -211,7 +212,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         thread = False
         if (thread_ratio > 0 and marks
                 and (not thread_schema or (thread_block_chars > 0 and longest_block(text) < thread_block_chars)
-                     or declares_thread(tree))
+                     or declares_thread(tree) or (thread_posts > 2 and repeated_posts(body)))
                 and len(text) < thread_gate * page_size()):
             threaded = extract_plain_text(tree, comments=True, **kw)
             if len(threaded) > thread_ratio * len(text):
@@ -236,14 +237,15 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         # <pre> count is looked up only when the trim would cut something).
         if trim_chars > 0 and not thread:
             trimmed = trim_blocks(text, trim_chars, trim_share)
-            if trimmed != text and len(body.query_selector_all("pre")) < CODE_PAGE_PRE:
+            if (trimmed != text and len(body.query_selector_all("pre")) < CODE_PAGE_PRE
+                    and not (thread_posts and (declares_thread(tree) or (thread_posts > 1 and repeated_posts(body))))):
                 text = trimmed
     if noscript_pages and not opts.get("noscript"):
         ns = noscript_chars(body)
         if ns >= NOSCRIPT_MIN_CHARS and ns > 2 * len(text):
             again = extract_main(HTMLTree.parse(noscript_source(tree)), opts, clean, thread_ratio, thread_gate,
                                  keep_ratio, fallback_chars, trim_chars, trim_share, skips, post_meta, guard,
-                                 thread_schema, thread_block_chars, plain_comments, False, main_guard, clean_fallback)
+                                 thread_schema, thread_block_chars, plain_comments, False, main_guard, clean_fallback, thread_posts)
             if len(again) > len(text):
                 return again
     if len(text) < fallback_chars:
