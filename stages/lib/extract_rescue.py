@@ -27,6 +27,11 @@ FALLBACK_SKIPS = ("head", "script", "style", "nav", "header", "footer", "aside",
 #: ``<noscript>`` raw text (characters) from which a page may be a noscript-wrapped page.
 NOSCRIPT_MIN_CHARS = 1000
 
+#: Extracted text (characters) under which the ``<noscript>`` elements are measured at all: the
+#: noscript-wrapped pages of the dev split came out with at most 1,368 (a walk over every page's
+#: ``<noscript>`` elements cost 7% of the stage).
+NOSCRIPT_GATE = 2000
+
 _NOSCRIPT_TAG = re.compile(r"<(/?)noscript\b", re.I)
 _IFRAME_TAG = re.compile(r"</?iframe\b[^>]*>", re.I)
 
@@ -79,11 +84,29 @@ def _junk(el) -> bool:
     return bool(RESILIPARSE_JUNK.search(f"{el.getattr('class') or ''} {el.getattr('id') or ''}"))
 
 
-def neutralise_main_blocks(body) -> bool:
-    """Drop the class and id of each main block (``MAIN_BLOCKS``) holding ``MAIN_SHARE`` of the
-    page's text whose class or id matches ``RESILIPARSE_JUNK``, and of its ancestors that match.
-    Returns whether the tree changed. One selector query on pages without a matching block."""
-    blocks = [el for el in body.query_selector_all(MAIN_BLOCKS) if _junk(el) or _junk_ancestor(el, body)]
+_MAIN_WITH_ATTRS = "article[class], article[id], [itemprop=articleBody][class], [itemprop=articleBody][id]"
+
+
+def junk_blocks(body, limit: int = 3) -> list:
+    """Main blocks resiliparse's class rules may drop: of the first ``limit`` ``<article>``/articleBody
+    elements with a class or id, those matching ``RESILIPARSE_JUNK``, and the first ``<main>``/``[role=main]``
+    block if an ancestor matches. Few nodes: each Python node object costs up to a millisecond on a
+    large page, so candidates are not walked (a page of many articles is a listing)."""
+    out = []
+    found = body.query_selector_all(_MAIN_WITH_ATTRS)
+    for k in range(min(limit, len(found))):
+        if _junk(found[k]):
+            out.append(found[k])
+    main = body.query_selector("main, [role=main]")
+    if main is not None and _junk_ancestor(main, body):
+        out.append(main)
+    return out
+
+
+def neutralise_main_blocks(body, blocks) -> bool:
+    """Drop the class and id of each of ``blocks`` (``junk_blocks``) holding
+    ``MAIN_SHARE`` of the page's text, and of its ancestors whose class or id matches
+    ``RESILIPARSE_JUNK``. Returns whether the tree changed."""
     if not blocks:
         return False
     page = len(body.text)
@@ -108,29 +131,4 @@ def _junk_ancestor(el, body) -> bool:
         if _junk(node):
             return True
         node = node.parent
-    return False
-
-
-#: Post containers of forum engines and Q&A pages, by class or id (phpBB ``div.post``, vBulletin
-#: ``li.postcontainer`` / ``#post_123``, XenForo ``article.message``, Phorum ``div.message``, ...).
-POST_CONTAINERS = "[class*=post i], [class*=message i], [id^=post i], article"
-
-#: Repeated post containers that make a page a thread: this many of one kind (tag and class, digits
-#: removed), each with at least ``POST_MIN_CHARS`` characters of text.
-POST_REPEATS = 3
-POST_MIN_CHARS = 80
-
-_DIGITS = re.compile(r"\d+")
-
-
-def repeated_posts(body) -> bool:
-    """Whether ``body`` holds ``POST_REPEATS`` post containers of one kind with text: a thread whose
-    replies are content, whatever the length of its opening post."""
-    seen: dict[tuple, int] = {}
-    for el in body.query_selector_all(POST_CONTAINERS):
-        key = (el.tag, _DIGITS.sub("", el.getattr("class") or ""))
-        if len(el.text.strip()) >= POST_MIN_CHARS:
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] >= POST_REPEATS:
-                return True
     return False

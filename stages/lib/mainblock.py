@@ -42,11 +42,12 @@ from resiliparse.parse.html import HTMLTree
 
 from datapipe.stages.lib.extract_rescue import (
     FALLBACK_SKIPS,
+    NOSCRIPT_GATE,
     NOSCRIPT_MIN_CHARS,
+    junk_blocks,
     neutralise_main_blocks,
     noscript_chars,
     noscript_source,
-    repeated_posts,
 )
 
 #: Boilerplate candidates: "related" and newsletter boxes. The rest of the old list (h1, footer,
@@ -166,7 +167,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
                  trim_chars: int = 100, trim_share: float = 0.3, skips: tuple[str, ...] = SKIP_CANDIDATES,
                  post_meta: bool = True, guard: bool = True, thread_schema: bool = True,
                  thread_block_chars: int = 0, plain_comments: bool | int = 150, noscript_pages: bool = True,
-                 main_guard: bool = True, clean_fallback: bool = True, thread_posts: int = 2) -> str:
+                 main_guard: bool = True, clean_fallback: bool = True, thread_trim: bool = False) -> str:
     """Main text of a parsed page by the rules above. ``opts``: resiliparse output options
     (alt_texts, links, list_bullets, noscript). Ratios are of characters; ``fallback_chars``,
     ``thread_block_chars`` and ``plain_comments`` are in characters (``fallback_chars`` 0 = never fall
@@ -190,7 +191,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         text = extract_plain_text(tree, main_content=True, **opts)
     else:
         if main_guard:
-            neutralise_main_blocks(body)
+            neutralise_main_blocks(body, junk_blocks(body))
         # Where no skip selector matches, the page extracts the same with no skip list: the cheap
         # unguarded query first, the guarded one (its :has costs more) only on a hit.
         sel = None
@@ -212,7 +213,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         thread = False
         if (thread_ratio > 0 and marks
                 and (not thread_schema or (thread_block_chars > 0 and longest_block(text) < thread_block_chars)
-                     or declares_thread(tree) or (thread_posts > 2 and repeated_posts(body)))
+                     or declares_thread(tree))
                 and len(text) < thread_gate * page_size()):
             threaded = extract_plain_text(tree, comments=True, **kw)
             if len(threaded) > thread_ratio * len(text):
@@ -238,14 +239,14 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         if trim_chars > 0 and not thread:
             trimmed = trim_blocks(text, trim_chars, trim_share)
             if (trimmed != text and len(body.query_selector_all("pre")) < CODE_PAGE_PRE
-                    and not (thread_posts and (declares_thread(tree) or (thread_posts > 1 and repeated_posts(body))))):
+                    and not (thread_trim is False and declares_thread(tree))):
                 text = trimmed
-    if noscript_pages and not opts.get("noscript"):
+    if noscript_pages and not opts.get("noscript") and len(text) < NOSCRIPT_GATE:
         ns = noscript_chars(body)
         if ns >= NOSCRIPT_MIN_CHARS and ns > 2 * len(text):
             again = extract_main(HTMLTree.parse(noscript_source(tree)), opts, clean, thread_ratio, thread_gate,
                                  keep_ratio, fallback_chars, trim_chars, trim_share, skips, post_meta, guard,
-                                 thread_schema, thread_block_chars, plain_comments, False, main_guard, clean_fallback, thread_posts)
+                                 thread_schema, thread_block_chars, plain_comments, False, main_guard, clean_fallback, thread_trim)
             if len(again) > len(text):
                 return again
     if len(text) < fallback_chars:
