@@ -253,7 +253,7 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         whole = ""
         if clean_fallback:
             whole = extract_plain_text(tree, main_content=False, skip_elements=list(FALLBACK_SKIPS), **opts)
-        if len(whole) <= len(text):
+        else:
             whole = extract_plain_text(tree, main_content=False, **opts)
         if len(whole) > len(text):
             text = whole
