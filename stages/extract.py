@@ -64,7 +64,7 @@ class Extract(Stage):
     Config = ExtractConfig
     # 2: the page-size pass gated by mainblock.skip_bound (identical on the 4,236 dev + test pages;
     # bumped because that rests on a bound, not on the same computation).
-    version = 2
+    version = 3  # 3: noscript-wrapped pages, main-block shield, clean whole-page fallback, no trim on threads
     fields = []
     needs = ("payload",)  # the raw HTML; dropped once extracted
     reads = ("record_type", "charset")  # text records pass through; the reader's declared charset

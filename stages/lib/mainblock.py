@@ -40,6 +40,16 @@ import re
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 
+from datapipe.stages.lib.extract_rescue import (
+    FALLBACK_SKIPS,
+    NOSCRIPT_GATE,
+    NOSCRIPT_MIN_CHARS,
+    junk_blocks,
+    neutralise_main_blocks,
+    noscript_chars,
+    noscript_source,
+)
+
 #: Boilerplate candidates: "related" and newsletter boxes. The rest of the old list (h1, footer,
 #: [class*=caption], [class*=footer]) did not earn its place in the dev-set ablation (no gain, or
 #: better without); ``figure`` and ``figcaption`` changed no dev page once post meta was kept (0 of
@@ -156,7 +166,8 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
                  thread_gate: float = 0.5, keep_ratio: float = 0.3, fallback_chars: int = 200,
                  trim_chars: int = 100, trim_share: float = 0.3, skips: tuple[str, ...] = SKIP_CANDIDATES,
                  post_meta: bool = True, guard: bool = True, thread_schema: bool = True,
-                 thread_block_chars: int = 0, plain_comments: bool | int = 150) -> str:
+                 thread_block_chars: int = 0, plain_comments: bool | int = 150, noscript_pages: bool = True,
+                 main_guard: bool = True, clean_fallback: bool = True, thread_trim: bool = False) -> str:
     """Main text of a parsed page by the rules above. ``opts``: resiliparse output options
     (alt_texts, links, list_bullets, noscript). Ratios are of characters; ``fallback_chars``,
     ``thread_block_chars`` and ``plain_comments`` are in characters (``fallback_chars`` 0 = never fall
@@ -179,6 +190,8 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
     if not clean:
         text = extract_plain_text(tree, main_content=True, **opts)
     else:
+        if main_guard:
+            neutralise_main_blocks(body, junk_blocks(body))
         # Where no skip selector matches, the page extracts the same with no skip list: the cheap
         # unguarded query first, the guarded one (its :has costs more) only on a hit.
         sel = None
@@ -225,10 +238,23 @@ def extract_main(tree: HTMLTree, opts: dict, clean: bool = True, thread_ratio: f
         # <pre> count is looked up only when the trim would cut something).
         if trim_chars > 0 and not thread:
             trimmed = trim_blocks(text, trim_chars, trim_share)
-            if trimmed != text and len(body.query_selector_all("pre")) < CODE_PAGE_PRE:
+            if (trimmed != text and len(body.query_selector_all("pre")) < CODE_PAGE_PRE
+                    and not (thread_trim is False and declares_thread(tree))):
                 text = trimmed
+    if noscript_pages and not opts.get("noscript") and len(text) < NOSCRIPT_GATE:
+        ns = noscript_chars(body)
+        if ns >= NOSCRIPT_MIN_CHARS and ns > 2 * len(text):
+            again = extract_main(HTMLTree.parse(noscript_source(tree)), opts, clean, thread_ratio, thread_gate,
+                                 keep_ratio, fallback_chars, trim_chars, trim_share, skips, post_meta, guard,
+                                 thread_schema, thread_block_chars, plain_comments, False, main_guard, clean_fallback, thread_trim)
+            if len(again) > len(text):
+                return again
     if len(text) < fallback_chars:
-        whole = extract_plain_text(tree, main_content=False, **opts)
+        whole = ""
+        if clean_fallback:
+            whole = extract_plain_text(tree, main_content=False, skip_elements=list(FALLBACK_SKIPS), **opts)
+        else:
+            whole = extract_plain_text(tree, main_content=False, **opts)
         if len(whole) > len(text):
             text = whole
     return text
