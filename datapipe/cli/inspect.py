@@ -29,8 +29,9 @@ EPILOG = """examples:
   datapipe inspect runs/sample --json | jq .stages
 
 --where takes a DuckDB SQL boolean expression over the shard columns (strings in single quotes).
---what-if recomputes stages that decide from stored numbers: langid, gopher_quality,
-gopher_repetition, c4, fineweb, toxicity, nsfw, quality_classifier (not extract or url_blocklist)."""
+--what-if recomputes the stages that declare their decision rules on stored signals (langid,
+gopher_*, c4, fineweb, decontam, the safety classifiers...); `datapipe stages NAME` shows a stage's
+rules. extract and url_blocklist decide from the page itself and are not recomputable."""
 
 
 def add_cli(sub) -> None:
