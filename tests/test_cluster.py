@@ -70,6 +70,7 @@ def _check_external_equals_local(data_dir, tmp, names, warm_client):
             assert per_task[f.name] == sum(warcio_record_counts(f).values()), f.name
 
 
+@pytest.mark.slow  # make test-slow: a long fault/figure run (make test stays near 15 min)
 def test_external_cluster_equals_local_cluster(data_dir, tmp_path, warm_client):
     """The real WARC sample without its one 34 MB file (that one is in the slow variant)."""
     _check_external_equals_local(data_dir, tmp_path, SMALL, warm_client)

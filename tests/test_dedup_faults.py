@@ -110,6 +110,7 @@ def _kill_run(tmp_path, steps: list[str]):
     assert load_stats(str(fresh))["docs_line_edited"] > 0                    # and the lines step
 
 
+@pytest.mark.slow  # make test-slow: a long fault/figure run (make test stays near 15 min)
 @pytest.mark.timeout(240)
 def test_worker_killed_in_six_kinds_of_step_same_output(tmp_path):
     _kill_run(tmp_path, FAST_STEPS)

@@ -128,6 +128,7 @@ def _small_manifest(tmp_path: Path, data_dir: Path, out: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # make test-slow: a long fault/figure run (make test stays near 15 min)
 def test_two_concurrent_runs_second_refuses_first_unaffected(tmp_path, data_dir, warm_client):
     out = tmp_path / "out"
     man = _small_manifest(tmp_path, data_dir, out)

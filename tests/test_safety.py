@@ -296,6 +296,7 @@ def test_toxic_content_anywhere_raises_the_aggregate(main_chain, where):
                 or outs["nsfw"].column("nsfw_score")[1].as_py() > nsfw.config.threshold)
 
 
+@pytest.mark.slow  # make test-slow: a long fault/figure run (make test stays near 15 min)
 def test_safety_set_test_split_figures():
     """The test half of the safety set (benchmarks/safety_set.py): floors = measured values rounded
     down (README "Safety"); the dev half chose the thresholds."""

@@ -78,6 +78,7 @@ def _assert_small_file_complete(out: Path, small: Path):
     assert (out / "_tasks" / f"{tid}.json").exists()
 
 
+@pytest.mark.slow  # make test-slow: a long fault/figure run (make test stays near 15 min)
 @pytest.mark.timeout(420)  # ~30 s here; a hung run is what this guards against
 def test_worker_over_memory_limit_errors_the_file_not_the_run(tmp_path):
     small = _small_jsonl(tmp_path / "small.jsonl")
